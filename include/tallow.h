@@ -1,0 +1,149 @@
+/* tallow: public C API.
+ *
+ * Opaque handles, status codes, no global mutable state. Every function that
+ * can fail returns a tl_status; on failure tl_last_error() gives a message
+ * for the calling thread saying what went wrong and where. Nothing here
+ * exits or aborts the process.
+ *
+ * Typical use (see examples/simple.c):
+ *   tl_model *m; tl_model_load("model.gguf", NULL, &m);
+ *   tl_session *s; tl_session_init(m, NULL, &s);
+ *   tl_tokenize(m, ...); tl_session_eval(s, toks, n, &logits);
+ *   tl_sampler_sample(...); tl_detok_push(...); ...
+ */
+#ifndef TALLOW_H
+#define TALLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TALLOW_VERSION "0.1.0"
+
+typedef enum tl_status {
+    TL_OK = 0,
+    TL_ERR_INVALID = 1,     /* bad argument from the caller */
+    TL_ERR_IO = 2,          /* open/read/write/mmap failed */
+    TL_ERR_FORMAT = 3,      /* malformed file or input */
+    TL_ERR_UNSUPPORTED = 4, /* valid but not supported (arch, type, op) */
+    TL_ERR_NOMEM = 5,       /* allocation failed */
+    TL_ERR_NOT_FOUND = 6,   /* key/tensor/file absent */
+    TL_ERR_BACKEND = 7,     /* device/backend failure */
+    TL_ERR_STATE = 8        /* call not valid in the object's current state */
+} tl_status;
+
+/* Message for the last failure on this thread (empty if none yet). */
+const char *tl_last_error(void);
+const char *tl_status_str(tl_status s);
+
+/* ---- models ------------------------------------------------------------ */
+
+typedef struct tl_model tl_model;
+
+typedef enum tl_backend_kind {
+    TL_BACKEND_CPU = 0,
+    TL_BACKEND_CUDA = 1
+} tl_backend_kind;
+
+typedef struct tl_model_params {
+    tl_backend_kind backend; /* CPU by default */
+    int32_t n_gpu_layers;    /* for CUDA: layers on the GPU (-1: all) */
+    bool verbose;            /* print load progress to stderr */
+} tl_model_params;
+
+typedef struct tl_model_info {
+    const char *arch;        /* "llama", "qwen2", "qwen3" */
+    const char *name;        /* general.name or file name */
+    const char *ftype;       /* dominant weight type, e.g. "q4_1" */
+    uint64_t n_params;
+    uint64_t n_bytes;        /* bytes of tensor data */
+    int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+} tl_model_info;
+
+tl_model_params tl_model_default_params(void);
+tl_status tl_model_load(const char *path, const tl_model_params *params, tl_model **out);
+void tl_model_free(tl_model *m);
+void tl_model_get_info(const tl_model *m, tl_model_info *out);
+/* The model's chat template (tokenizer.chat_template), or NULL if it has none. */
+const char *tl_model_chat_template(const tl_model *m);
+
+/* ---- tokens -------------------------------------------------------------- */
+
+/* Encode text. add_special: add BOS/EOS as the model's metadata asks.
+ * parse_special: match special-token text (e.g. "<|im_start|>") inside the
+ * text; turn off for untrusted input. On success *n_out tokens were written;
+ * TL_ERR_INVALID with *n_out = needed count if cap is too small. */
+tl_status tl_tokenize(const tl_model *m, const char *text, size_t len, bool add_special,
+                      bool parse_special, int32_t *out, int32_t cap, int32_t *n_out);
+int32_t tl_token_bos(const tl_model *m);      /* -1 if none */
+int32_t tl_token_eos(const tl_model *m);      /* -1 if none */
+bool tl_token_is_eog(const tl_model *m, int32_t tok); /* end of generation */
+/* Raw bytes of one token (specials as their text); NULL if out of range. */
+const char *tl_token_text(const tl_model *m, int32_t tok, size_t *len);
+
+/* Streaming detokenizer: holds back bytes of an incomplete UTF-8 character
+ * so callers never print half a character. */
+typedef struct tl_detok tl_detok;
+tl_status tl_detok_init(const tl_model *m, tl_detok **out);
+void tl_detok_free(tl_detok *d);
+/* Append token's text; writes the bytes now complete into buf (NUL
+ * terminated) and their count to *n. cap >= 64 is always enough. */
+tl_status tl_detok_push(tl_detok *d, int32_t tok, char *buf, size_t cap, size_t *n);
+/* Flush held bytes (invalid UTF-8 at the end comes out as U+FFFD). */
+tl_status tl_detok_flush(tl_detok *d, char *buf, size_t cap, size_t *n);
+
+/* ---- sessions: a KV cache and scratch for one sequence ------------------- */
+
+typedef struct tl_session tl_session;
+
+typedef struct tl_session_params {
+    int32_t n_ctx;     /* context length (0: min(model's, 4096)) */
+    int32_t n_batch;   /* max tokens per forward call (0: 512) */
+    int32_t n_threads; /* CPU threads (0: number of cores) */
+} tl_session_params;
+
+tl_session_params tl_session_default_params(void);
+tl_status tl_session_init(tl_model *m, const tl_session_params *params, tl_session **out);
+void tl_session_free(tl_session *s);
+/* Run n tokens at the current position (appending to the KV cache; long
+ * inputs are split into n_batch chunks). *logits (may be NULL) receives the
+ * last token's logits [n_vocab], valid until the next call. */
+tl_status tl_session_eval(tl_session *s, const int32_t *tokens, int32_t n, const float **logits);
+/* As eval, but logits for every token: out must hold n * n_vocab floats. */
+tl_status tl_session_eval_all(tl_session *s, const int32_t *tokens, int32_t n, float *out);
+int32_t tl_session_pos(const tl_session *s);
+/* Forget everything at and after pos (pos <= current position). */
+tl_status tl_session_rewind(tl_session *s, int32_t pos);
+int32_t tl_session_n_ctx(const tl_session *s);
+
+/* ---- sampling ------------------------------------------------------------ */
+
+typedef struct tl_sampler tl_sampler;
+
+typedef struct tl_sampler_params {
+    float temp;            /* <= 0: greedy */
+    int32_t top_k;         /* <= 0: off */
+    float top_p;           /* >= 1: off */
+    float min_p;           /* <= 0: off */
+    float repeat_penalty;  /* 1: off */
+    int32_t repeat_last_n; /* window for the penalty */
+    uint64_t seed;
+} tl_sampler_params;
+
+tl_sampler_params tl_sampler_default_params(void);
+tl_status tl_sampler_init(const tl_sampler_params *p, int32_t n_vocab, tl_sampler **out);
+void tl_sampler_free(tl_sampler *s);
+/* Pick a token from logits [n_vocab] (logits are not modified). */
+int32_t tl_sampler_sample(tl_sampler *s, const float *logits);
+/* Record a token (prompt or generated) for the repetition penalty. */
+void tl_sampler_accept(tl_sampler *s, int32_t tok);
+void tl_sampler_reset(tl_sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

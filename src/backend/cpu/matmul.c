@@ -1,0 +1,147 @@
+/* backend/cpu/matmul: quantized matrix products on the CPU.
+ *
+ * The activation rows are converted once to the weight's vec_dot_type (the
+ * way GGUF's reference engine does, so our numbers track it), then the
+ * output rows are split among threads; each thread walks its weight rows in
+ * blocks and, for prefill, reuses each weight block across a block of tokens
+ * while it is hot in L1/L2. Owns nothing. Calls: quant, base/threadpool. */
+#include <string.h>
+
+#include "ops/ops.h"
+#include "quant/quant.h"
+
+#define MM_ROW_BLOCK 16
+#define MM_TOK_BLOCK 32
+
+typedef struct mm_task {
+    int n_w;
+    const tl_tensor *w[3];
+    float *y[3];
+    const quant_kernels *qk[3];
+    int64_t row_start[4]; /* prefix sums of output rows over the weights */
+    const uint8_t *xq;    /* converted activations [m][xrow bytes] */
+    size_t xrow;
+    const float *x;       /* source activations, for the conversion pass */
+    int64_t k;
+    int64_t m;
+} mm_task;
+
+static void mm_convert_task(void *arg, int ith, int nth) {
+    mm_task *t = arg;
+    const quant_kernels *qk = t->qk[0];
+    for (int64_t j = ith; j < t->m; j += nth)
+        qk->from_float(t->x + j * t->k, (uint8_t *)t->xq + (size_t)j * t->xrow, t->k);
+}
+
+static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
+    const tl_tensor *w = t->w[wi];
+    const quant_vec_dot_fn dot = t->qk[wi]->vec_dot;
+    const int64_t n_out = w->ne[1];
+    const int64_t k = t->k;
+    const uint8_t *wd = w->data;
+    float *y = t->y[wi];
+    for (int64_t mb = 0; mb < t->m; mb += MM_TOK_BLOCK) {
+        int64_t me = mb + MM_TOK_BLOCK < t->m ? mb + MM_TOK_BLOCK : t->m;
+        for (int64_t rb = r0; rb < r1; rb += MM_ROW_BLOCK) {
+            int64_t re = rb + MM_ROW_BLOCK < r1 ? rb + MM_ROW_BLOCK : r1;
+            for (int64_t j = mb; j < me; j++) {
+                const uint8_t *xj = t->xq + (size_t)j * t->xrow;
+                float *yj = y + j * n_out;
+                for (int64_t r = rb; r < re; r++) dot(k, &yj[r], wd + (size_t)r * w->nb[1], xj);
+            }
+        }
+    }
+}
+
+static void mm_dot_task(void *arg, int ith, int nth) {
+    mm_task *t = arg;
+    const int64_t total = t->row_start[t->n_w];
+    /* whole blocks of rows per thread, so threads never share a cache line of y */
+    const int64_t n_blocks = (total + MM_ROW_BLOCK - 1) / MM_ROW_BLOCK;
+    int64_t b0 = n_blocks * ith / nth, b1 = n_blocks * (ith + 1) / nth;
+    int64_t g0 = b0 * MM_ROW_BLOCK, g1 = b1 * MM_ROW_BLOCK < total ? b1 * MM_ROW_BLOCK : total;
+    for (int wi = 0; wi < t->n_w && g0 < g1; wi++) {
+        int64_t lo = t->row_start[wi], hi = t->row_start[wi + 1];
+        int64_t a = g0 > lo ? g0 : lo, b = g1 < hi ? g1 : hi;
+        if (a < b) mm_rows(t, wi, a - lo, b - lo);
+    }
+}
+
+static tl_status mm_check(const tl_tensor *w, int64_t k, const quant_kernels **qk) {
+    if (w->device != TL_DEVICE_CPU)
+        return tl_err(TL_ERR_UNSUPPORTED, "ops_matmul: weight '%s' is on a device the CPU backend cannot read",
+                      w->name ? w->name : "?");
+    if (w->ne[0] != k)
+        return tl_err(TL_ERR_INVALID, "ops_matmul: weight '%s' has %lld inputs, activations have %lld",
+                      w->name ? w->name : "?", (long long)w->ne[0], (long long)k);
+    *qk = quant_kernels_get(w->type);
+    if (!*qk || !(*qk)->vec_dot)
+        return tl_err(TL_ERR_UNSUPPORTED, "ops_matmul: no CPU kernel for weight type %s ('%s')",
+                      tl_type_name(w->type), w->name ? w->name : "?");
+    return TL_OK;
+}
+
+tl_status ops_matmul_multi(ops_ctx *c, const tl_tensor *const *ws, int n_w, const float *x,
+                           int64_t m, float *const *ys) {
+    if (n_w < 1 || n_w > 3) return tl_err(TL_ERR_INVALID, "ops_matmul_multi: %d weights", n_w);
+    mm_task t;
+    memset(&t, 0, sizeof t);
+    t.k = ws[0]->ne[0];
+    t.m = m;
+    t.x = x;
+    for (int i = 0; i < n_w; i++) {
+        tl_status s = mm_check(ws[i], t.k, &t.qk[i]);
+        if (s) return s;
+        if (t.qk[i]->vec_dot_type != t.qk[0]->vec_dot_type) {
+            /* mixed activation formats: run them one by one */
+            for (int j = 0; j < n_w; j++)
+                if ((s = ops_matmul_multi(c, &ws[j], 1, x, m, &ys[j]))) return s;
+            return TL_OK;
+        }
+        t.w[i] = ws[i];
+        t.y[i] = ys[i];
+        t.row_start[i + 1] = t.row_start[i] + ws[i]->ne[1];
+    }
+    t.n_w = n_w;
+    tl_type vt = t.qk[0]->vec_dot_type;
+    if (vt == TL_TYPE_F32) {
+        t.xq = (const uint8_t *)x;
+        t.xrow = (size_t)t.k * sizeof(float);
+    } else {
+        t.xrow = tl_row_bytes(vt, t.k);
+        if (t.xrow == 0 || t.xrow * (size_t)m > c->wbuf_size)
+            return tl_err(TL_ERR_INVALID, "ops_matmul: %lld x %lld activations do not fit the scratch (%zu bytes)",
+                          (long long)m, (long long)t.k, c->wbuf_size);
+        t.xq = c->wbuf;
+        const quant_kernels *conv = quant_kernels_get(vt);
+        if (!conv || !conv->from_float)
+            return tl_err(TL_ERR_UNSUPPORTED, "ops_matmul: no CPU conversion to %s", tl_type_name(vt));
+        mm_task ct = t;
+        ct.qk[0] = conv;
+        if (m == 1)
+            conv->from_float(x, c->wbuf, t.k);
+        else
+            tl_threadpool_run(c->tp, mm_convert_task, &ct);
+    }
+    tl_threadpool_run(c->tp, mm_dot_task, &t);
+    return TL_OK;
+}
+
+tl_status ops_matmul(ops_ctx *c, const tl_tensor *w, const float *x, int64_t m, float *y) {
+    return ops_matmul_multi(c, &w, 1, x, m, &y);
+}
+
+tl_status ops_get_rows(const tl_tensor *table, const int32_t *ids, int64_t m, float *out) {
+    const int64_t n = table->ne[0];
+    const quant_kernels *qk = quant_kernels_get(table->type);
+    if (!qk || !qk->to_float)
+        return tl_err(TL_ERR_UNSUPPORTED, "ops_get_rows: cannot read rows of type %s",
+                      tl_type_name(table->type));
+    for (int64_t j = 0; j < m; j++) {
+        if (ids[j] < 0 || ids[j] >= table->ne[1])
+            return tl_err(TL_ERR_INVALID, "ops_get_rows: token id %d out of range [0, %lld)", ids[j],
+                          (long long)table->ne[1]);
+        qk->to_float((const uint8_t *)table->data + (size_t)ids[j] * table->nb[1], out + j * n, n);
+    }
+    return TL_OK;
+}

@@ -1,0 +1,87 @@
+/* llm/model: a loaded model: hyper-parameters, weight tensors (views into the
+ * mmapped GGUF: never copied on CPU), and the tokenizer.
+ *
+ * One struct serves the llama family (llama, qwen2, qwen3): the
+ * architecture-specific parts are flags (QKV bias, QK-norm, RoPE layout).
+ * Owns: the gguf mapping, the tokenizer, the layer array.
+ * Calls: io/gguf, text/tokenizer, tensor. */
+#ifndef TL_LLM_MODEL_H
+#define TL_LLM_MODEL_H
+
+#include "io/gguf.h"
+#include "tallow.h"
+#include "tensor/tensor.h"
+#include "text/tokenizer.h"
+
+typedef enum llm_arch {
+    LLM_ARCH_LLAMA = 0,
+    LLM_ARCH_QWEN2 = 1,
+    LLM_ARCH_QWEN3 = 2
+} llm_arch;
+
+typedef enum llm_rope_type {
+    LLM_ROPE_NORM = 0, /* interleaved pairs (x[2i], x[2i+1]): llama GGUFs */
+    LLM_ROPE_NEOX = 1  /* half-split pairs (x[i], x[i+d/2]): qwen2/qwen3 */
+} llm_rope_type;
+
+typedef struct llm_hparams {
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;      /* model width */
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;    /* attention.key_length, default n_embd/n_head */
+    int32_t n_ff;
+    int32_t n_rot;       /* rope.dimension_count, default head_dim */
+    float norm_eps;
+    float rope_base;
+    float rope_scale;    /* linear scaling factor: positions are divided by it */
+    llm_rope_type rope_type;
+    bool qkv_bias;       /* qwen2 */
+    bool qk_norm;        /* qwen3: RMSNorm per head on Q and K before RoPE */
+} llm_hparams;
+
+typedef struct llm_layer {
+    tl_tensor attn_norm;  /* [n_embd] f32 */
+    tl_tensor wq;         /* [n_embd, n_head*head_dim] (ne order: ne[0] = input) */
+    tl_tensor wk;         /* [n_embd, n_head_kv*head_dim] */
+    tl_tensor wv;         /* [n_embd, n_head_kv*head_dim] */
+    tl_tensor wo;         /* [n_head*head_dim, n_embd] */
+    tl_tensor bq, bk, bv; /* qwen2 biases [n_out] f32, else data == NULL */
+    tl_tensor q_norm;     /* qwen3 [head_dim] f32, else data == NULL */
+    tl_tensor k_norm;     /* qwen3 [head_dim] f32 */
+    tl_tensor ffn_norm;   /* [n_embd] f32 */
+    tl_tensor w_gate;     /* [n_embd, n_ff] */
+    tl_tensor w_up;       /* [n_embd, n_ff] */
+    tl_tensor w_down;     /* [n_ff, n_embd] */
+} llm_layer;
+
+struct tl_model {
+    gguf_file *gguf;
+    tok_vocab *vocab;
+    llm_arch arch;
+    llm_hparams hp;
+    tl_tensor tok_embd;    /* [n_embd, n_vocab] */
+    tl_tensor output_norm; /* [n_embd] f32 */
+    tl_tensor output;      /* [n_embd, n_vocab]; same data as tok_embd when tied */
+    tl_tensor rope_freqs;  /* [n_rot/2] f32 frequency divisors (Llama-3), or data == NULL */
+    llm_layer *layers;     /* [n_layer] */
+    tl_model_params params;
+    char name[128];
+    char *chat_template;   /* tokenizer.chat_template, NUL-terminated copy, or NULL */
+    char ftype[16];
+    uint64_t n_params;
+    uint64_t n_bytes;
+    void *backend_ctx;     /* device copy of the weights (CUDA), else NULL */
+};
+
+const char *llm_arch_name(llm_arch a);
+
+/* Device backends (llm/backend.c): attach uploads the weights for
+ * params.backend and sets backend_ctx; detach frees them. Attach fails with
+ * TL_ERR_UNSUPPORTED when the backend was not compiled in. */
+tl_status llm_backend_attach(tl_model *m);
+void llm_backend_detach(tl_model *m);
+
+#endif

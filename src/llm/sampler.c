@@ -1,0 +1,179 @@
+/* llm/sampler: token selection from logits.
+ * Order of the filters (the one users of the reference engine expect):
+ * repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw.
+ * top-p and min-p look at probabilities before temperature. Greedy when
+ * temp <= 0. A seeded splitmix64 generator makes runs reproducible.
+ * Owns: candidate buffers and the recent-token ring. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "tallow.h"
+
+typedef struct smp_cand {
+    int32_t id;
+    float logit;
+} smp_cand;
+
+struct tl_sampler {
+    tl_sampler_params p;
+    int32_t n_vocab;
+    smp_cand *cand;   /* [n_vocab] */
+    float *prob;      /* [n_vocab] */
+    int32_t *recent;  /* ring of the last repeat_last_n tokens */
+    int32_t n_recent, recent_head;
+    uint64_t rng;
+};
+
+tl_sampler_params tl_sampler_default_params(void) {
+    tl_sampler_params p;
+    p.temp = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
+    p.seed = 0x5eed;
+    return p;
+}
+
+tl_status tl_sampler_init(const tl_sampler_params *p, int32_t n_vocab, tl_sampler **out) {
+    *out = NULL;
+    if (n_vocab < 1) return tl_err(TL_ERR_INVALID, "sampler: n_vocab %d", n_vocab);
+    tl_sampler_params q = p ? *p : tl_sampler_default_params();
+    if (!(q.repeat_penalty > 0.0f) || isnan(q.temp) || isnan(q.top_p) || isnan(q.min_p))
+        return tl_err(TL_ERR_INVALID, "sampler: repeat_penalty must be > 0 and temp/top_p/min_p numbers");
+    if (q.repeat_last_n < 0 || q.repeat_last_n > (1 << 20))
+        return tl_err(TL_ERR_INVALID, "sampler: repeat_last_n %d out of range", q.repeat_last_n);
+    tl_sampler *s = calloc(1, sizeof *s);
+    if (!s) return tl_err(TL_ERR_NOMEM, "sampler: out of memory");
+    s->p = q;
+    s->n_vocab = n_vocab;
+    s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
+    s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
+    s->recent = malloc(((size_t)q.repeat_last_n + 1) * sizeof *s->recent);
+    if (!s->cand || !s->prob || !s->recent) {
+        tl_sampler_free(s);
+        return tl_err(TL_ERR_NOMEM, "sampler: out of memory");
+    }
+    tl_sampler_reset(s);
+    *out = s;
+    return TL_OK;
+}
+
+void tl_sampler_free(tl_sampler *s) {
+    if (!s) return;
+    free(s->cand);
+    free(s->prob);
+    free(s->recent);
+    free(s);
+}
+
+void tl_sampler_reset(tl_sampler *s) {
+    s->n_recent = 0;
+    s->recent_head = 0;
+    s->rng = s->p.seed;
+}
+
+void tl_sampler_accept(tl_sampler *s, int32_t tok) {
+    if (s->p.repeat_last_n == 0) return;
+    s->recent[s->recent_head] = tok;
+    s->recent_head = (s->recent_head + 1) % s->p.repeat_last_n;
+    if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
+}
+
+static uint64_t smp_next(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int smp_cmp(const void *a, const void *b) {
+    const smp_cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return x->id - y->id; /* stable order for equal logits */
+}
+
+/* Move the k largest candidates to the front (unordered), k < n. */
+static void smp_select(smp_cand *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float pivot = c[lo + (hi - lo) / 2].logit;
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (c[i].logit > pivot) i++;
+            while (c[j].logit < pivot) j--;
+            if (i <= j) {
+                smp_cand t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break;
+    }
+}
+
+int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
+    const tl_sampler_params *p = &s->p;
+    int32_t n = s->n_vocab;
+    for (int32_t i = 0; i < n; i++) {
+        s->cand[i].id = i;
+        s->cand[i].logit = logits[i];
+    }
+    if (p->repeat_penalty != 1.0f) {
+        /* each distinct recent token is penalised once */
+        for (int32_t r = 0; r < s->n_recent; r++) {
+            int32_t t = s->recent[r];
+            if (t < 0 || t >= n) continue;
+            bool dup = false;
+            for (int32_t q = 0; q < r; q++) dup |= s->recent[q] == t;
+            if (dup) continue;
+            float *l = &s->cand[t].logit;
+            *l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+        }
+    }
+    if (p->temp <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (s->cand[i].logit > s->cand[best].logit) best = i;
+        return best;
+    }
+    if (p->top_k > 0 && p->top_k < n) {
+        smp_select(s->cand, n, p->top_k);
+        n = p->top_k;
+    }
+    qsort(s->cand, (size_t)n, sizeof *s->cand, smp_cmp);
+    /* probabilities at temperature 1 for top-p / min-p */
+    double sum = 0.0;
+    const float mx = s->cand[0].logit;
+    for (int32_t i = 0; i < n; i++) sum += (s->prob[i] = expf(s->cand[i].logit - mx));
+    if (p->top_p < 1.0f) {
+        double cum = 0.0;
+        for (int32_t i = 0; i < n; i++) {
+            cum += s->prob[i] / sum;
+            if (cum >= p->top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    if (p->min_p > 0.0f) {
+        /* prob[0] is the max: keep those with prob >= min_p * max */
+        int32_t keep = 1;
+        while (keep < n && s->prob[keep] >= p->min_p * s->prob[0]) keep++;
+        n = keep;
+    }
+    sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += (s->prob[i] = expf((s->cand[i].logit - mx) / p->temp));
+    double r = (double)(smp_next(&s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
+    double cum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += s->prob[i];
+        if (r < cum) return s->cand[i].id;
+    }
+    return s->cand[n - 1].id;
+}

@@ -1,0 +1,76 @@
+/* ops: the operation API the forward passes call.
+ *
+ * Activations are plain float arrays laid out token-major: a batch of m
+ * tokens of width n is x[m][n] (ne = [n, m]). Weights are tl_tensors of any
+ * supported type. Each op checks the device of its tensor arguments and runs
+ * the matching backend kernel; a device without the op is an error naming
+ * both (never a silent copy to the host). Today the CPU backend implements
+ * every op here; the CUDA backend runs its own fused decode step (see
+ * backend/cuda) and reuses these as its oracle.
+ * Owns: the ops_ctx scratch. Calls: backend/cpu, quant, base/threadpool. */
+#ifndef TL_OPS_OPS_H
+#define TL_OPS_OPS_H
+
+#include <stdint.h>
+
+#include "base/threadpool.h"
+#include "tensor/tensor.h"
+
+typedef struct ops_ctx {
+    tl_threadpool *tp;
+    uint8_t *wbuf;      /* scratch for activations converted to a weight's vec_dot_type */
+    size_t wbuf_size;
+    float *att;         /* [n_threads][att_stride] attention score scratch */
+    int64_t att_stride;
+} ops_ctx;
+
+/* Scratch sizing: activation conversion for up to max_m rows of max_k
+ * elements, attention scores for up to max_kv positions per thread. */
+tl_status ops_ctx_init(ops_ctx *c, tl_threadpool *tp, int64_t max_m, int64_t max_k, int64_t max_kv);
+void ops_ctx_free(ops_ctx *c);
+
+/* y[m][N] = W . x[m] for W [K, N] (ne order), x [m][K]. */
+tl_status ops_matmul(ops_ctx *c, const tl_tensor *w, const float *x, int64_t m, float *y);
+/* Two or three weights sharing one input (QKV, gate/up): one conversion of
+ * x and one parallel region. ys[i] is [m][N_i]. n_w in 1..3. */
+tl_status ops_matmul_multi(ops_ctx *c, const tl_tensor *const *ws, int n_w, const float *x,
+                           int64_t m, float *const *ys);
+
+/* out[i][:] = row ids[i] of table (any type) dequantized; table [n, rows]. */
+tl_status ops_get_rows(const tl_tensor *table, const int32_t *ids, int64_t m, float *out);
+
+/* y[j][:] = x[j][:] / rms(x[j]) * w (w may be NULL: no scale); x,y [m][n]. */
+void ops_rmsnorm(const float *x, const float *w, int64_t n, int64_t m, float eps, float *y);
+/* x[j][:] += b for bias b [n]. */
+void ops_add_bias(float *x, const float *b, int64_t n, int64_t m);
+/* x[i] += y[i] for i < n. */
+void ops_add(float *x, const float *y, int64_t n);
+/* g[i] = silu(g[i]) * u[i]. */
+void ops_silu_mul(float *g, const float *u, int64_t n);
+
+typedef struct ops_rope_params {
+    int32_t n_rot;            /* rotated dims per head (<= head_dim) */
+    int32_t neox;             /* 0: pairs (2i, 2i+1); 1: pairs (i, i + n_rot/2) */
+    float base;
+    float scale;              /* position divisor (linear scaling) */
+    const float *freq_factors; /* [n_rot/2] divisors of each frequency, or NULL */
+} ops_rope_params;
+
+/* Rotate x [m][n_heads][head_dim] in place; token j is at position pos[j]. */
+void ops_rope(float *x, int64_t head_dim, int64_t n_heads, int64_t m, const int32_t *pos,
+              const ops_rope_params *p);
+
+/* Causal attention of m query tokens at positions pos0..pos0+m-1 against a
+ * KV cache holding positions 0..pos0+m-1 for this layer.
+ * q   [m][n_head][head_dim]
+ * k,v cache [n_ctx][n_head_kv][head_dim] f16 (uint16_t)
+ * out [m][n_head][head_dim]
+ * GQA: query head h reads KV head h / (n_head / n_head_kv). */
+void ops_attention(ops_ctx *c, const float *q, const uint16_t *kc, const uint16_t *vc,
+                   int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
+                   int64_t head_dim, float scale, float *out);
+
+/* Store m rows of [n] floats as f16 into dst rows (row stride n). */
+void ops_store_f16(uint16_t *dst, const float *src, int64_t n);
+
+#endif

@@ -1,0 +1,49 @@
+/* quant: GGUF block formats, bit-exact with the GGUF specification.
+ *
+ * For each tensor type: a scalar reference quantizer and dequantizer (the
+ * oracle in tests) and the dot-product kernels matmul uses. Matmul does not
+ * dot weights with float activations directly: the activation row is first
+ * converted to the weight type's `vec_dot_type` (Q8_0 for Q4_0/Q8_0, Q8_1 for
+ * Q4_1, F16 for F16, BF16 for BF16, F32 for F32, Q8_K for K-quants), as the
+ * reference engine does, so results match it and the inner loop is integer.
+ * quant_kernels_get picks AVX2/FMA (or AVX-512) kernels at run time when the
+ * CPU has them, else the scalar ones; quant_kernels_ref always gives scalar.
+ * Owns: block layouts and kernels. Calls: base (fp16, cpu), tensor/dtype. */
+#ifndef TL_QUANT_QUANT_H
+#define TL_QUANT_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+/* n elements (multiple of the block size) */
+typedef void (*quant_to_float_fn)(const void *src, float *dst, int64_t n);
+typedef void (*quant_from_float_fn)(const float *src, void *dst, int64_t n);
+/* *s = dot(x[0..n), y[0..n)); x in the weight type, y in vec_dot_type */
+typedef void (*quant_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+
+typedef struct quant_kernels {
+    tl_type type;
+    tl_type vec_dot_type;
+    quant_to_float_fn to_float;       /* dequantize */
+    quant_from_float_fn from_float;   /* quantize (reference rounding) */
+    quant_vec_dot_fn vec_dot;         /* weight row . activation row */
+} quant_kernels;
+
+/* Fastest kernels this CPU supports for type t; NULL if t has none. */
+const quant_kernels *quant_kernels_get(tl_type t);
+/* Portable scalar kernels (the oracle); NULL if t has none. */
+const quant_kernels *quant_kernels_ref(tl_type t);
+/* Name of the SIMD level quant_kernels_get uses ("avx2", "scalar", ...). */
+const char *quant_simd_name(void);
+
+/* Convenience: dequantize n elements of type t. TL_ERR_UNSUPPORTED if t has
+ * no dequantizer (message names the type). */
+tl_status quant_dequantize(tl_type t, const void *src, float *dst, int64_t n);
+/* Convenience: quantize n elements to type t with the reference quantizer. */
+tl_status quant_quantize(tl_type t, const float *src, void *dst, int64_t n);
+
+#endif

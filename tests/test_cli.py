@@ -1,0 +1,89 @@
+"""CLI behaviour a user sees: bad flags print usage and exit 2; missing or
+malformed files exit 1 with a message naming the file and the problem; a
+model with an unsupported architecture or tensor type is refused at load
+naming it; `run` generates and reports speed; `bench` prints its table."""
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tallow_ctypes import ROOT, skip  # noqa: E402
+
+BIN = os.environ.get("TALLOW_BIN", os.path.join(ROOT, "build", "tallow"))
+MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what)
+
+
+def tallow(*args, timeout=300):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout)
+
+
+if not os.path.exists(BIN):
+    skip(f"{BIN} not built")
+
+r = tallow()
+check(r.returncode == 2 and "usage" in r.stderr, "no command -> usage, exit 2")
+r = tallow("frobnicate")
+check(r.returncode == 2 and "unknown command" in r.stderr, "unknown command")
+r = tallow("run", "--bogus")
+check(r.returncode == 2 and "unknown option '--bogus'" in r.stderr and "usage" in r.stderr, "run: bad flag")
+r = tallow("run", "-m", "x.gguf", "-p", "hi", "-n", "12abc")
+check(r.returncode == 2 and "-n expects an integer" in r.stderr, "run: non-numeric -n")
+r = tallow("run", "-m", "x.gguf", "-p", "hi", "--temp")
+check(r.returncode == 2 and "needs a value" in r.stderr, "run: missing value")
+r = tallow("run", "-p", "hi")
+check(r.returncode == 2, "run: missing -m")
+r = tallow("bench", "-m", "x.gguf", "-t", "0")
+check(r.returncode == 2 and "thread list" in r.stderr, "bench: bad thread list")
+r = tallow("run", "-m", "/nonexistent/model.gguf", "-p", "hi")
+check(r.returncode == 1 and "/nonexistent/model.gguf" in r.stderr, "run: missing file names it: " + r.stderr)
+
+with tempfile.TemporaryDirectory() as d:
+    junk = os.path.join(d, "junk.gguf")
+    with open(junk, "wb") as f:
+        f.write(b"NOPE" + b"\0" * 64)
+    r = tallow("run", "-m", junk, "-p", "hi")
+    check(r.returncode == 1 and "magic" in r.stderr.lower(), "run: bad magic reported: " + r.stderr)
+    # a valid GGUF of an architecture we do not run
+    try:
+        import gguf
+        import numpy as np
+        w = gguf.GGUFWriter(os.path.join(d, "mamba.gguf"), "mamba")
+        w.add_block_count(1)
+        w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        r = tallow("run", "-m", os.path.join(d, "mamba.gguf"), "-p", "hi")
+        check(r.returncode == 1 and "architecture 'mamba' is not supported" in r.stderr,
+              "unsupported arch named: " + r.stderr)
+    except ImportError:
+        print("note: gguf package missing; unsupported-architecture case not run")
+
+if os.path.exists(MODEL):
+    r = tallow("run", "-m", MODEL, "-p", "The capital of France is", "-n", "8", "--temp", "0", "-t", "2")
+    check(r.returncode == 0 and r.stdout.startswith("The capital of France is") and len(r.stdout) > 30,
+          "run generates: " + r.stdout + r.stderr)
+    check("generation: 8 tokens" in r.stderr and "t/s" in r.stderr, "run reports speeds: " + r.stderr)
+    r = tallow("bench", "-m", MODEL, "-p", "16", "-n", "4", "-r", "2", "-t", "1,2")
+    check(r.returncode == 0 and r.stdout.count("pp16") == 2 and r.stdout.count("tg4") == 2,
+          "bench rows: " + r.stdout + r.stderr)
+    r = tallow("run", "-m", MODEL, "-p", "x" * 5000, "-c", "64", "-n", "1")
+    check(r.returncode == 1 and "context" in r.stderr, "prompt longer than context: " + r.stderr)
+else:
+    print(f"note: {MODEL} absent (run scripts/fetch_model.sh); model cases not run")
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

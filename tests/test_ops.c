@@ -1,0 +1,140 @@
+/* Op tests: the threaded, blocked matmul (on every weight type the engine
+ * runs) against a float64 product of the reference-dequantized weights and
+ * the activations rounded as the vec_dot type rounds them; attention against
+ * a float64 softmax(QK^T)V; the thread pool's coverage of every index.
+ * The reference dequantizers are themselves checked against the gguf
+ * package in test_quant_ref.py, so this chain ends outside our code. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fp16.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
+#include "test_util.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static void test_matmul(tl_threadpool *tp, tl_type type, int64_t k, int64_t n, int64_t m) {
+    const quant_kernels *ref = quant_kernels_ref(type);
+    CHECK(ref != NULL, "no kernels for %s", tl_type_name(type));
+    if (!ref) return;
+    float *wf = malloc(sizeof(float) * (size_t)(k * n));
+    for (int64_t i = 0; i < k * n; i++) wf[i] = frand();
+    size_t row = tl_row_bytes(type, k);
+    uint8_t *wq = malloc(row * (size_t)n);
+    for (int64_t r = 0; r < n; r++) ref->from_float(wf + r * k, wq + r * row, k);
+    /* what the kernels see: dequantized weights, activations rounded to vec_dot_type */
+    float *wd = malloc(sizeof(float) * (size_t)(k * n));
+    for (int64_t r = 0; r < n; r++) ref->to_float(wq + r * row, wd + r * k, k);
+    float *x = malloc(sizeof(float) * (size_t)(k * m)), *xr = malloc(sizeof(float) * (size_t)(k * m));
+    for (int64_t i = 0; i < k * m; i++) x[i] = frand();
+    const quant_kernels *vt = quant_kernels_ref(ref->vec_dot_type);
+    uint8_t *xq = malloc(tl_row_bytes(ref->vec_dot_type, k) + 64);
+    for (int64_t j = 0; j < m; j++) {
+        if (ref->vec_dot_type == TL_TYPE_F32) {
+            memcpy(xr + j * k, x + j * k, sizeof(float) * (size_t)k);
+        } else {
+            vt->from_float(x + j * k, xq, k);
+            vt->to_float(xq, xr + j * k, k);
+        }
+    }
+    tl_tensor w;
+    int64_t ne[2] = {k, n};
+    tl_tensor_view(&w, type, 2, ne, wq);
+    ops_ctx c;
+    CHECK(ops_ctx_init(&c, tp, m, k, 16) == TL_OK, "ops_ctx_init");
+    float *y = malloc(sizeof(float) * (size_t)(n * m));
+    for (int64_t i = 0; i < n * m; i++) y[i] = NAN; /* poison: every output must be written */
+    CHECK(ops_matmul(&c, &w, x, m, y) == TL_OK, "ops_matmul %s: %s", tl_type_name(type), tl_last_error());
+    double max_err = 0, max_ref = 0;
+    for (int64_t j = 0; j < m; j++)
+        for (int64_t r = 0; r < n; r++) {
+            double acc = 0;
+            for (int64_t i = 0; i < k; i++) acc += (double)wd[r * k + i] * xr[j * k + i];
+            double e = fabs(acc - y[j * n + r]);
+            if (!(e <= max_err)) max_err = isnan(e) ? INFINITY : e;
+            if (fabs(acc) > max_ref) max_ref = fabs(acc);
+        }
+    /* float accumulation over k terms of size ~1: relative error ~ k * 2^-24, with margin;
+     * Q8_1 activations keep their sum s = d*sum(q) in fp16, adding ~1e-3 relative to the min term */
+    double tol = (type == TL_TYPE_Q4_1 ? 2e-3 : 1e-4) * (max_ref + 1);
+    CHECK(max_err <= tol, "matmul %s k=%lld n=%lld m=%lld: max err %g (tol %g)", tl_type_name(type), (long long)k,
+          (long long)n, (long long)m, max_err, tol);
+    ops_ctx_free(&c);
+    free(wf), free(wq), free(wd), free(x), free(xr), free(xq), free(y);
+}
+
+static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
+                           int64_t hd) {
+    const int64_t n_kv = pos0 + m, kvd = n_head_kv * hd;
+    float *q = malloc(sizeof(float) * (size_t)(m * n_head * hd));
+    uint16_t *kc = malloc(2 * (size_t)(n_kv * kvd)), *vc = malloc(2 * (size_t)(n_kv * kvd));
+    for (int64_t i = 0; i < m * n_head * hd; i++) q[i] = frand();
+    for (int64_t i = 0; i < n_kv * kvd; i++) kc[i] = tl_fp32_to_fp16(frand()), vc[i] = tl_fp32_to_fp16(frand());
+    float *out = malloc(sizeof(float) * (size_t)(m * n_head * hd));
+    ops_ctx c;
+    ops_ctx_init(&c, tp, 1, 16, n_kv);
+    const float scale = 1.0f / sqrtf((float)hd);
+    ops_attention(&c, q, kc, vc, m, pos0, n_head, n_head_kv, hd, scale, out);
+    double max_err = 0;
+    double *s = malloc(sizeof(double) * (size_t)n_kv);
+    for (int64_t j = 0; j < m; j++)
+        for (int64_t h = 0; h < n_head; h++) {
+            int64_t hk = h / (n_head / n_head_kv), len = pos0 + j + 1;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t t = 0; t < len; t++) {
+                double d = 0;
+                for (int64_t i = 0; i < hd; i++)
+                    d += (double)tl_fp16_to_fp32(tl_fp32_to_fp16(q[(j * n_head + h) * hd + i])) *
+                         tl_fp16_to_fp32(kc[t * kvd + hk * hd + i]);
+                s[t] = d * scale;
+                if (s[t] > mx) mx = s[t];
+            }
+            for (int64_t t = 0; t < len; t++) sum += (s[t] = exp(s[t] - mx));
+            for (int64_t i = 0; i < hd; i++) {
+                double o = 0;
+                for (int64_t t = 0; t < len; t++) o += s[t] / sum * tl_fp16_to_fp32(vc[t * kvd + hk * hd + i]);
+                double e = fabs(o - out[(j * n_head + h) * hd + i]);
+                if (!(e <= max_err)) max_err = isnan(e) ? INFINITY : e;
+            }
+        }
+    CHECK(max_err < 1e-5, "attention m=%lld pos0=%lld heads %lld/%lld hd=%lld: max err %g", (long long)m,
+          (long long)pos0, (long long)n_head, (long long)n_head_kv, (long long)hd, max_err);
+    ops_ctx_free(&c);
+    free(q), free(kc), free(vc), free(out), free(s);
+}
+
+typedef struct { int *hits; int n; } tp_arg;
+static void tp_mark(void *arg, int ith, int nth) {
+    tp_arg *a = arg;
+    for (int i = ith; i < a->n; i += nth) a->hits[i]++;
+}
+
+int main(void) {
+    tl_threadpool *tp;
+    CHECK(tl_threadpool_init(3, &tp) == TL_OK, "threadpool");
+    int hits[1000] = {0};
+    tp_arg a = {hits, 1000};
+    for (int r = 0; r < 200; r++) tl_threadpool_run(tp, tp_mark, &a);
+    int bad = 0;
+    for (int i = 0; i < 1000; i++) bad += hits[i] != 200;
+    CHECK(bad == 0, "thread pool: %d indices not visited exactly 200 times", bad);
+
+    const tl_type types[] = {TL_TYPE_F32, TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_Q8_0, TL_TYPE_Q4_0, TL_TYPE_Q4_1};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        test_matmul(tp, types[t], 64, 37, 1);
+        test_matmul(tp, types[t], 256, 50, 7);
+        test_matmul(tp, types[t], 576, 33, 40);
+    }
+    test_attention(tp, 1, 0, 4, 2, 64);
+    test_attention(tp, 5, 0, 4, 4, 32);
+    test_attention(tp, 3, 17, 9, 3, 64);
+    test_attention(tp, 1, 300, 8, 1, 128);
+    tl_threadpool_free(tp);
+    return test_finish();
+}

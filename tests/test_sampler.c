@@ -1,0 +1,114 @@
+/* Sampler tests: every filter against its definition computed here from
+ * first principles (softmax in double, explicit cut-offs), and the
+ * empirical distribution of many draws against the analytic one. */
+#include <math.h>
+#include <string.h>
+
+#include "tallow.h"
+#include "test_util.h"
+
+#define NV 8
+
+static tl_sampler *mk(float temp, int top_k, float top_p, float min_p, float rp, uint64_t seed) {
+    tl_sampler_params p = tl_sampler_default_params();
+    p.temp = temp, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p, p.repeat_penalty = rp, p.seed = seed;
+    tl_sampler *s = NULL;
+    CHECK(tl_sampler_init(&p, NV, &s) == TL_OK, "init: %s", tl_last_error());
+    return s;
+}
+
+/* draw n times, return the frequency of each id */
+static void histo(tl_sampler *s, const float *logits, int n, double *freq) {
+    memset(freq, 0, sizeof(double) * NV);
+    for (int i = 0; i < n; i++) freq[tl_sampler_sample(s, logits)] += 1.0 / n;
+}
+
+int main(void) {
+    const float logits[NV] = {1.0f, 3.0f, 2.5f, -1.0f, 0.0f, 2.9f, -3.0f, 0.5f};
+    double freq[NV], p[NV], z = 0;
+
+    /* greedy */
+    tl_sampler *s = mk(0, 0, 1, 0, 1, 1);
+    CHECK(tl_sampler_sample(s, logits) == 1, "greedy picks the argmax");
+    tl_sampler_free(s);
+
+    /* plain temperature-1 sampling follows softmax */
+    for (int i = 0; i < NV; i++) z += exp(logits[i]);
+    for (int i = 0; i < NV; i++) p[i] = exp(logits[i]) / z;
+    s = mk(1, 0, 1, 0, 1, 42);
+    const int N = 200000;
+    histo(s, logits, N, freq);
+    for (int i = 0; i < NV; i++) {
+        double sd = sqrt(p[i] * (1 - p[i]) / N);
+        CHECK(fabs(freq[i] - p[i]) < 5 * sd + 1e-9, "softmax id %d: freq %.4f vs p %.4f", i, freq[i], p[i]);
+    }
+    tl_sampler_free(s);
+
+    /* temperature 0.5 sharpens: p ~ exp(2 l) */
+    z = 0;
+    for (int i = 0; i < NV; i++) z += exp(logits[i] / 0.5);
+    s = mk(0.5f, 0, 1, 0, 1, 7);
+    histo(s, logits, N, freq);
+    for (int i = 0; i < NV; i++) {
+        double pi = exp(logits[i] / 0.5) / z, sd = sqrt(pi * (1 - pi) / N);
+        CHECK(fabs(freq[i] - pi) < 5 * sd + 1e-9, "temp 0.5 id %d: freq %.4f vs p %.4f", i, freq[i], pi);
+    }
+    tl_sampler_free(s);
+
+    /* top-k 2: only ids 1 and 5, renormalised */
+    s = mk(1, 2, 1, 0, 1, 3);
+    histo(s, logits, N, freq);
+    double p1 = exp(3.0) / (exp(3.0) + exp(2.9));
+    CHECK(fabs(freq[1] - p1) < 0.01 && fabs(freq[5] - (1 - p1)) < 0.01, "top-k 2: %.4f %.4f", freq[1], freq[5]);
+    tl_sampler_free(s);
+
+    /* top-p: smallest prefix (by prob) whose mass reaches top_p */
+    {
+        double mass = p[1] + p[5]; /* the two largest */
+        s = mk(1, 0, (float)(mass - 1e-3), 0, 1, 5);
+        histo(s, logits, 20000, freq);
+        CHECK(freq[1] + freq[5] > 0.999, "top-p keeps only the 2 largest: %.4f", freq[1] + freq[5]);
+        tl_sampler_free(s);
+        s = mk(1, 0, (float)(mass + 1e-3), 0, 1, 5);
+        histo(s, logits, 20000, freq);
+        CHECK(freq[2] > 0.1 && freq[0] == 0, "top-p just above 2-mass adds the third: %.4f %.4f", freq[2], freq[0]);
+        tl_sampler_free(s);
+    }
+
+    /* min-p 0.5: keep ids with p >= 0.5 * p_max: exp(l - 3) >= 0.5 -> l >= 3 - ln 2 = 2.307 */
+    s = mk(1, 0, 1, 0.5f, 1, 9);
+    histo(s, logits, 20000, freq);
+    CHECK(freq[1] > 0 && freq[5] > 0 && freq[2] > 0 && freq[0] == 0 && freq[7] == 0, "min-p set");
+    tl_sampler_free(s);
+
+    /* repetition penalty: positive logits divided, negative multiplied */
+    s = mk(0, 0, 1, 0, 2.0f, 1);
+    tl_sampler_accept(s, 1);
+    CHECK(tl_sampler_sample(s, logits) == 5, "penalised argmax moves to id 5 (3/2 < 2.9)");
+    tl_sampler_accept(s, 5);
+    tl_sampler_accept(s, 2);
+    CHECK(tl_sampler_sample(s, logits) == 1, "after penalising 1,5,2 (-> 1.5, 1.45, 1.25) argmax is id 1 again");
+    tl_sampler_accept(s, 3); /* negative logit: multiplied, -1 -> -2 */
+    float neg[NV] = {-5, -5, -5, -1.0f, -5, -5, -5, -1.5f};
+    CHECK(tl_sampler_sample(s, neg) == 7, "negative logit penalised by multiplication");
+    tl_sampler_free(s);
+
+    /* same seed, same sequence; different seed, different sequence */
+    tl_sampler *a = mk(1, 0, 1, 0, 1, 123), *b = mk(1, 0, 1, 0, 1, 123), *c = mk(1, 0, 1, 0, 1, 124);
+    int same_ab = 1, same_ac = 1;
+    for (int i = 0; i < 64; i++) {
+        int x = tl_sampler_sample(a, logits), y = tl_sampler_sample(b, logits), w = tl_sampler_sample(c, logits);
+        same_ab &= x == y;
+        same_ac &= x == w;
+    }
+    CHECK(same_ab && !same_ac, "seeded reproducibility");
+    tl_sampler_free(a), tl_sampler_free(b), tl_sampler_free(c);
+
+    /* bad parameters are refused */
+    tl_sampler_params bad = tl_sampler_default_params();
+    bad.repeat_penalty = 0;
+    tl_sampler *x = NULL;
+    CHECK(tl_sampler_init(&bad, NV, &x) == TL_ERR_INVALID && x == NULL, "bad penalty refused");
+    CHECK(tl_sampler_init(NULL, 0, &x) == TL_ERR_INVALID, "n_vocab 0 refused");
+    return test_finish();
+}

@@ -1,0 +1,103 @@
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool args_has_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "tallow %s: flag %s needs a value\n", argv[0], argv[*i]);
+        return false;
+    }
+    return true;
+}
+
+bool args_int(int argc, char **argv, int *i, long lo, long hi, int32_t *out) {
+    if (!args_has_value(argc, argv, i)) return false;
+    const char *v = argv[*i + 1];
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "tallow %s: %s expects an integer in [%ld, %ld], got '%s'\n", argv[0], argv[*i], lo, hi, v);
+        return false;
+    }
+    *out = (int32_t)x;
+    *i += 1;
+    return true;
+}
+
+bool args_u64(int argc, char **argv, int *i, uint64_t *out) {
+    if (!args_has_value(argc, argv, i)) return false;
+    const char *v = argv[*i + 1];
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-') {
+        fprintf(stderr, "tallow %s: %s expects a non-negative integer, got '%s'\n", argv[0], argv[*i], v);
+        return false;
+    }
+    *out = x;
+    *i += 1;
+    return true;
+}
+
+bool args_float(int argc, char **argv, int *i, double lo, double hi, float *out) {
+    if (!args_has_value(argc, argv, i)) return false;
+    const char *v = argv[*i + 1];
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || isnan(x) || x < lo || x > hi) {
+        fprintf(stderr, "tallow %s: %s expects a number in [%g, %g], got '%s'\n", argv[0], argv[*i], lo, hi, v);
+        return false;
+    }
+    *out = (float)x;
+    *i += 1;
+    return true;
+}
+
+bool args_str(int argc, char **argv, int *i, const char **out) {
+    if (!args_has_value(argc, argv, i)) return false;
+    *out = argv[*i + 1];
+    *i += 1;
+    return true;
+}
+
+char *args_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) break;
+        if (cap >= ((size_t)1 << 30)) {
+            free(buf);
+            buf = NULL;
+            errno = EFBIG;
+            break;
+        }
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (len) *len = n;
+    }
+    return buf;
+}

@@ -1,0 +1,186 @@
+/* tallow bench: llama-bench-style prompt (ppN) and generation (tgN) speed.
+ * pp: one batched forward of N random tokens into an empty cache.
+ * tg: N single-token forwards starting from an empty cache.
+ * Each test runs once untimed (warm-up), then -r times; rows give mean ± sd
+ * and the median. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "base/timer.h"
+#include "commands.h"
+#include "tallow.h"
+
+static void bench_usage(FILE *f) {
+    fprintf(f,
+            "usage: tallow bench -m MODEL.gguf [options]\n"
+            "  -p N        prompt tokens (default 512; 0 = skip)\n"
+            "  -n N        generated tokens (default 128; 0 = skip)\n"
+            "  -t LIST     threads, comma separated (default: all cores)\n"
+            "  -r N        repetitions (default 5)\n"
+            "  --device cpu|cuda, -ngl N  backend\n");
+}
+
+static int bench_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Seconds for one run of the test; < 0 on error (message printed). */
+static double bench_once(tl_session *s, const int32_t *toks, int32_t n, bool prompt) {
+    tl_session_rewind(s, 0);
+    int64_t t0 = tl_time_us();
+    tl_status st;
+    if (prompt) {
+        st = tl_session_eval(s, toks, n, NULL);
+    } else {
+        st = TL_OK;
+        for (int32_t i = 0; i < n && !st; i++) st = tl_session_eval(s, &toks[i], 1, NULL);
+    }
+    if (st) {
+        fprintf(stderr, "tallow bench: %s\n", tl_last_error());
+        return -1;
+    }
+    return (tl_time_us() - t0) / 1e6;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model_path = NULL, *threads = NULL;
+    int32_t n_prompt = 512, n_gen = 128, reps = 5;
+    tl_model_params mp = tl_model_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool ok = true;
+        if (!strcmp(a, "-m")) ok = args_str(argc, argv, &i, &model_path);
+        else if (!strcmp(a, "-p")) ok = args_int(argc, argv, &i, 0, 1 << 20, &n_prompt);
+        else if (!strcmp(a, "-n")) ok = args_int(argc, argv, &i, 0, 1 << 20, &n_gen);
+        else if (!strcmp(a, "-t")) ok = args_str(argc, argv, &i, &threads);
+        else if (!strcmp(a, "-r")) ok = args_int(argc, argv, &i, 1, 1000, &reps);
+        else if (!strcmp(a, "-ngl")) {
+            ok = args_int(argc, argv, &i, -1, 1 << 20, &mp.n_gpu_layers);
+            if (ok && mp.n_gpu_layers != 0) mp.backend = TL_BACKEND_CUDA;
+        } else if (!strcmp(a, "--device")) {
+            const char *d;
+            ok = args_str(argc, argv, &i, &d);
+            if (ok && !strcmp(d, "cuda")) mp.backend = TL_BACKEND_CUDA;
+            else if (ok && strcmp(d, "cpu")) {
+                fprintf(stderr, "tallow bench: unknown device '%s'\n", d);
+                ok = false;
+            }
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            bench_usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "tallow bench: unknown option '%s'\n", a);
+            ok = false;
+        }
+        if (!ok) {
+            bench_usage(stderr);
+            return 2;
+        }
+    }
+    if (!model_path) {
+        fprintf(stderr, "tallow bench: need -m MODEL\n");
+        bench_usage(stderr);
+        return 2;
+    }
+    int32_t tlist[16], nt = 0;
+    if (threads) {
+        const char *p = threads;
+        while (*p && nt < 16) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p || v < 1 || v > 1024 || (*end && *end != ',')) {
+                fprintf(stderr, "tallow bench: bad thread list '%s'\n", threads);
+                return 2;
+            }
+            tlist[nt++] = (int32_t)v;
+            p = *end ? end + 1 : end;
+        }
+    } else {
+        tlist[nt++] = 0;
+    }
+
+    tl_model *m;
+    if (tl_model_load(model_path, &mp, &m)) {
+        fprintf(stderr, "tallow bench: %s\n", tl_last_error());
+        return 1;
+    }
+    tl_model_info info;
+    tl_model_get_info(m, &info);
+    int32_t n_max = n_prompt > n_gen ? n_prompt : n_gen;
+    int32_t *toks = malloc(((size_t)n_max + 1) * sizeof *toks);
+    double *times = malloc((size_t)reps * sizeof *times);
+    int rc = 0;
+    if (!toks || !times) {
+        fprintf(stderr, "tallow bench: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    uint64_t x = 0x243f6a8885a308d3ull;
+    for (int32_t i = 0; i < n_max; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        toks[i] = (int32_t)(x % (uint64_t)info.n_vocab);
+    }
+    printf("| %-28s | %10s | %8s | %-7s | %7s | %6s | %20s | %9s |\n", "model", "size", "params", "backend",
+           "threads", "test", "t/s (mean ± sd)", "t/s (med)");
+    printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------", "-----------:", "---------:",
+           "---------", "--------:", "-------:", "---------------------:", "----------:");
+    for (int ti = 0; ti < nt && !rc; ti++) {
+        tl_session_params sp = tl_session_default_params();
+        sp.n_threads = tlist[ti];
+        sp.n_ctx = n_max + 16;
+        sp.n_batch = n_prompt > 0 ? n_prompt : 1;
+        tl_session *s;
+        if (tl_session_init(m, &sp, &s)) {
+            fprintf(stderr, "tallow bench: %s\n", tl_last_error());
+            rc = 1;
+            break;
+        }
+        int nthreads = tlist[ti];
+        if (nthreads == 0) nthreads = -1;
+        for (int test = 0; test < 2 && !rc; test++) {
+            int32_t n = test == 0 ? n_prompt : n_gen;
+            if (n == 0) continue;
+            if (bench_once(s, toks, n, test == 0) < 0) { /* warm-up */
+                rc = 1;
+                break;
+            }
+            double sum = 0, sum2 = 0;
+            for (int r = 0; r < reps; r++) {
+                double sec = bench_once(s, toks, n, test == 0);
+                if (sec < 0) {
+                    rc = 1;
+                    break;
+                }
+                times[r] = n / sec;
+                sum += times[r];
+                sum2 += times[r] * times[r];
+            }
+            if (rc) break;
+            double mean = sum / reps, sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * mean) / (reps - 1))) : 0;
+            qsort(times, (size_t)reps, sizeof *times, bench_cmp);
+            double med = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+            char test_name[32], ts[64], thr[16], size[32], params[32];
+            snprintf(test_name, sizeof test_name, "%s%d", test == 0 ? "pp" : "tg", n);
+            snprintf(ts, sizeof ts, "%.2f ± %.2f", mean, sd);
+            if (nthreads > 0) snprintf(thr, sizeof thr, "%d", nthreads);
+            else snprintf(thr, sizeof thr, "all");
+            snprintf(size, sizeof size, "%.2f MiB", info.n_bytes / 1048576.0);
+            snprintf(params, sizeof params, "%.2f M", info.n_params / 1e6);
+            char name[64];
+            snprintf(name, sizeof name, "%s %s", info.arch, info.ftype);
+            printf("| %-28s | %10s | %8s | %-7s | %7s | %6s | %20s | %9.2f |\n", name, size, params,
+                   mp.backend == TL_BACKEND_CUDA ? "CUDA" : "CPU", thr, test_name, ts, med);
+            fflush(stdout);
+        }
+        tl_session_free(s);
+    }
+done:
+    free(toks);
+    free(times);
+    tl_model_free(m);
+    return rc;
+}

@@ -1,0 +1,177 @@
+/* tallow run: load a model, prefill a prompt, stream a continuation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "base/timer.h"
+#include "commands.h"
+#include "tallow.h"
+
+static void run_usage(FILE *f) {
+    fprintf(f,
+            "usage: tallow run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
+            "  -n N                tokens to generate (default 128; -1: until EOS or context end)\n"
+            "  -t N                threads (default: all cores)\n"
+            "  -c N                context length (default: min(model, 4096))\n"
+            "  -b N                prompt batch size (default 512)\n"
+            "  --temp X            temperature (default 0.8; 0 = greedy)\n"
+            "  --top-k N           (default 40; 0 = off)\n"
+            "  --top-p X           (default 0.95; 1 = off)\n"
+            "  --min-p X           (default 0.05; 0 = off)\n"
+            "  --repeat-penalty X  (default 1.0 = off)\n"
+            "  --repeat-last-n N   (default 64)\n"
+            "  --seed N            (default 24301)\n"
+            "  --ignore-eos        keep generating past end-of-generation tokens\n"
+            "  --no-special        do not parse special-token text in the prompt\n"
+            "  --device cpu|cuda   backend (default cpu); -ngl N is accepted as --device cuda\n"
+            "  -v                  verbose loading\n");
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
+    int32_t n_predict = 128;
+    tl_session_params sp = tl_session_default_params();
+    tl_sampler_params smp = tl_sampler_default_params();
+    tl_model_params mp = tl_model_default_params();
+    smp.seed = 24301;
+    bool ignore_eos = false, parse_special = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool ok = true;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = args_str(argc, argv, &i, &model_path);
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) ok = args_str(argc, argv, &i, &prompt);
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) ok = args_str(argc, argv, &i, &prompt_file);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) ok = args_int(argc, argv, &i, -1, 1 << 24, &n_predict);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 1, 1024, &sp.n_threads);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) ok = args_int(argc, argv, &i, 1, 1 << 24, &sp.n_ctx);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) ok = args_int(argc, argv, &i, 1, 1 << 16, &sp.n_batch);
+        else if (!strcmp(a, "--temp")) ok = args_float(argc, argv, &i, 0, 100, &smp.temp);
+        else if (!strcmp(a, "--top-k")) ok = args_int(argc, argv, &i, 0, 1 << 24, &smp.top_k);
+        else if (!strcmp(a, "--top-p")) ok = args_float(argc, argv, &i, 0, 1, &smp.top_p);
+        else if (!strcmp(a, "--min-p")) ok = args_float(argc, argv, &i, 0, 1, &smp.min_p);
+        else if (!strcmp(a, "--repeat-penalty")) ok = args_float(argc, argv, &i, 0.01, 100, &smp.repeat_penalty);
+        else if (!strcmp(a, "--repeat-last-n")) ok = args_int(argc, argv, &i, 0, 1 << 20, &smp.repeat_last_n);
+        else if (!strcmp(a, "--seed")) ok = args_u64(argc, argv, &i, &smp.seed);
+        else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
+        else if (!strcmp(a, "--no-special")) parse_special = false;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) mp.verbose = true;
+        else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
+            ok = args_int(argc, argv, &i, -1, 1 << 20, &mp.n_gpu_layers);
+            if (ok && mp.n_gpu_layers != 0) mp.backend = TL_BACKEND_CUDA;
+        } else if (!strcmp(a, "--device")) {
+            const char *d;
+            ok = args_str(argc, argv, &i, &d);
+            if (ok && !strcmp(d, "cuda")) mp.backend = TL_BACKEND_CUDA;
+            else if (ok && strcmp(d, "cpu")) {
+                fprintf(stderr, "tallow run: unknown device '%s' (cpu or cuda)\n", d);
+                ok = false;
+            }
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            run_usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "tallow run: unknown option '%s'\n", a);
+            ok = false;
+        }
+        if (!ok) {
+            run_usage(stderr);
+            return 2;
+        }
+    }
+    if (!model_path || (!prompt && !prompt_file) || (prompt && prompt_file)) {
+        fprintf(stderr, "tallow run: need -m MODEL and exactly one of -p PROMPT / -f FILE\n");
+        run_usage(stderr);
+        return 2;
+    }
+    char *file_text = NULL;
+    size_t plen;
+    if (prompt_file) {
+        file_text = args_read_file(prompt_file, &plen);
+        if (!file_text) {
+            fprintf(stderr, "tallow run: cannot read prompt file '%s'\n", prompt_file);
+            return 1;
+        }
+        prompt = file_text;
+    } else {
+        plen = strlen(prompt);
+    }
+
+    int rc = 1;
+    tl_model *m = NULL;
+    tl_session *s = NULL;
+    tl_sampler *sampler = NULL;
+    tl_detok *dt = NULL;
+    int32_t *toks = NULL;
+    tl_status st;
+    int64_t t0 = tl_time_us();
+    if ((st = tl_model_load(model_path, &mp, &m))) goto fail;
+    int64_t t_load = tl_time_us() - t0;
+    if ((st = tl_session_init(m, &sp, &s))) goto fail;
+    tl_model_info info;
+    tl_model_get_info(m, &info);
+    if ((st = tl_sampler_init(&smp, info.n_vocab, &sampler))) goto fail;
+    if ((st = tl_detok_init(m, &dt))) goto fail;
+
+    int32_t n_ctx = tl_session_n_ctx(s), n_prompt = 0;
+    toks = malloc((size_t)n_ctx * sizeof *toks);
+    if (!toks) {
+        st = TL_ERR_NOMEM;
+        fprintf(stderr, "tallow run: out of memory\n");
+        goto out;
+    }
+    st = tl_tokenize(m, prompt, plen, true, parse_special, toks, n_ctx, &n_prompt);
+    if (st == TL_ERR_INVALID && n_prompt > n_ctx) {
+        fprintf(stderr, "tallow run: prompt is %d tokens, context is %d (use -c)\n", n_prompt, n_ctx);
+        goto out;
+    }
+    if (st) goto fail;
+    if (n_prompt == 0) {
+        fprintf(stderr, "tallow run: the prompt is empty and the model adds no BOS token\n");
+        goto out;
+    }
+    fwrite(prompt, 1, plen, stdout);
+    fflush(stdout);
+
+    for (int32_t i = 0; i < n_prompt; i++) tl_sampler_accept(sampler, toks[i]);
+    const float *logits;
+    int64_t t1 = tl_time_us();
+    if ((st = tl_session_eval(s, toks, n_prompt, &logits))) goto fail;
+    int64_t t_prompt = tl_time_us() - t1;
+
+    int32_t n_gen = 0;
+    char buf[256];
+    size_t nb;
+    int64_t t2 = tl_time_us();
+    while (n_predict < 0 || n_gen < n_predict) {
+        int32_t tok = tl_sampler_sample(sampler, logits);
+        if (!ignore_eos && tl_token_is_eog(m, tok)) break;
+        tl_sampler_accept(sampler, tok);
+        n_gen++;
+        if ((st = tl_detok_push(dt, tok, buf, sizeof buf, &nb))) goto fail;
+        fwrite(buf, 1, nb, stdout);
+        fflush(stdout);
+        if (tl_session_pos(s) >= n_ctx) break;
+        if ((st = tl_session_eval(s, &tok, 1, &logits))) goto fail;
+    }
+    int64_t t_gen = tl_time_us() - t2;
+    if ((st = tl_detok_flush(dt, buf, sizeof buf, &nb))) goto fail;
+    fwrite(buf, 1, nb, stdout);
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr, "\nload: %.1f ms | prompt: %d tokens in %.1f ms (%.2f t/s) | generation: %d tokens in %.1f ms (%.2f t/s)\n",
+            t_load / 1e3, n_prompt, t_prompt / 1e3, n_prompt * 1e6 / (t_prompt ? t_prompt : 1), n_gen, t_gen / 1e3,
+            n_gen ? n_gen * 1e6 / (t_gen ? t_gen : 1) : 0.0);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "tallow run: %s\n", tl_last_error());
+out:
+    free(toks);
+    free(file_text);
+    tl_detok_free(dt);
+    tl_sampler_free(sampler);
+    tl_session_free(s);
+    tl_model_free(m);
+    return rc;
+}

@@ -1,0 +1,46 @@
+/* tallow CLI entry: dispatches to one subcommand per file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "tallow.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} tool_cmd;
+
+static const tool_cmd tool_cmds[] = {
+    {"run", cmd_run, "generate text from a prompt"},
+    {"bench", cmd_bench, "measure prompt and generation speed"},
+    {"inspect", cmd_inspect, "print a GGUF file's metadata and tensors"},
+    {"tokenize", cmd_tokenize, "text -> token ids with a model's or tokenizer.json's tokenizer"},
+};
+
+static void tool_usage(FILE *f) {
+    fprintf(f, "tallow %s: LLM inference engine and deep-learning framework\n\n", TALLOW_VERSION);
+    fprintf(f, "usage: tallow COMMAND [options]   (tallow COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof tool_cmds / sizeof tool_cmds[0]; i++)
+        fprintf(f, "  %-12s %s\n", tool_cmds[i].name, tool_cmds[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        tool_usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        tool_usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("tallow %s\n", TALLOW_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof tool_cmds / sizeof tool_cmds[0]; i++)
+        if (!strcmp(argv[1], tool_cmds[i].name)) return tool_cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "tallow: unknown command '%s'\n\n", argv[1]);
+    tool_usage(stderr);
+    return 2;
+}
