@@ -115,6 +115,8 @@ typedef struct gguf_writer gguf_writer;
 
 tl_status gguf_writer_init(gguf_writer **out);
 void gguf_writer_free(gguf_writer *w);
+/* Default 32; other values are recorded as general.alignment. A value that
+ * is not a power of two makes gguf_writer_write fail with TL_ERR_INVALID. */
 void gguf_writer_set_alignment(gguf_writer *w, uint32_t align);
 tl_status gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v);
 tl_status gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v);
@@ -134,9 +136,9 @@ tl_status gguf_writer_add_tensor(gguf_writer *w, const char *name, tl_type type,
 tl_status gguf_writer_write(gguf_writer *w, const char *path);
 
 /* Any scalar type (val points at one value of `type`, host little-endian),
- * or GGUF_VT_STRING (val is a NUL-terminated const char *). Keys must be
- * unique (TL_ERR_INVALID otherwise); "general.alignment" must be an integer
- * power of two and sets the writer's alignment. */
+ * or GGUF_VT_STRING (val points at a `const char *`, NUL-terminated). Keys
+ * must be unique (TL_ERR_INVALID otherwise); "general.alignment" must be a
+ * uint32 power of two and sets the writer's alignment. */
 tl_status gguf_writer_set_val(gguf_writer *w, const char *key, gguf_vtype type, const void *val);
 /* String with explicit length (may contain NUL bytes). */
 tl_status gguf_writer_set_strn(gguf_writer *w, const char *key, const char *v, uint64_t len);
@@ -144,6 +146,15 @@ tl_status gguf_writer_set_strn(gguf_writer *w, const char *key, const char *v, u
  * (elem_type GGUF_VT_STRING, elems: const char *const [n]). */
 tl_status gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_vtype elem_type,
                               const void *elems, uint64_t n);
+/* A tensor whose bytes are produced at write time (e.g. quantized on the
+ * fly), so a converter never holds the whole output in memory: fill(ctx, dst,
+ * size) must write exactly `size` bytes to dst; a non-OK status aborts the
+ * write (the partial file is removed). The writer reuses one buffer sized for
+ * the largest such tensor. */
+typedef tl_status (*gguf_tensor_fill_fn)(void *ctx, void *dst, size_t size);
+tl_status gguf_writer_add_tensor_fill(gguf_writer *w, const char *name, tl_type type,
+                                      uint32_t n_dims, const int64_t *ne, size_t size,
+                                      gguf_tensor_fill_fn fill, void *ctx);
 /* Drop a key set earlier (e.g. after copy_kvs, to replace general.file_type).
  * Returns false if it was not set. */
 bool gguf_writer_remove_kv(gguf_writer *w, const char *key);
