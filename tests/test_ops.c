@@ -98,7 +98,9 @@ static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n
             for (int64_t t = 0; t < len; t++) sum += (s[t] = exp(s[t] - mx));
             for (int64_t i = 0; i < hd; i++) {
                 double o = 0;
-                for (int64_t t = 0; t < len; t++) o += s[t] / sum * tl_fp16_to_fp32(vc[t * kvd + hk * hd + i]);
+                for (int64_t t = 0; t < len; t++)
+                    o += (double)tl_fp16_to_fp32(tl_fp32_to_fp16((float)(s[t] / sum))) *
+                         tl_fp16_to_fp32(vc[t * kvd + hk * hd + i]);
                 double e = fabs(o - out[(j * n_head + h) * hd + i]);
                 if (!(e <= max_err)) max_err = isnan(e) ? INFINITY : e;
             }

@@ -13,10 +13,12 @@ tl_status ops_ctx_init(ops_ctx *c, tl_threadpool *tp, int64_t max_m, int64_t max
         return tl_err(TL_ERR_NOMEM, "ops: scratch size overflows");
     c->wbuf_size = wb;
     c->wbuf = aligned_alloc(64, (wb + 63) & ~(size_t)63);
+    c->gscale_n = (size_t)max_m * (size_t)((max_k + 31) / 32) * 2 + 8;
+    c->gscale = malloc(c->gscale_n * sizeof(float));
     c->att_stride = (max_kv + 15) & ~(int64_t)15;
     int nth = tl_threadpool_size(tp);
     c->att = aligned_alloc(64, (size_t)nth * (size_t)c->att_stride * sizeof(float));
-    if (!c->wbuf || !c->att) {
+    if (!c->wbuf || !c->att || !c->gscale) {
         ops_ctx_free(c);
         return tl_err(TL_ERR_NOMEM, "ops: cannot allocate %zu bytes of scratch", wb);
     }
@@ -26,5 +28,6 @@ tl_status ops_ctx_init(ops_ctx *c, tl_threadpool *tp, int64_t max_m, int64_t max
 void ops_ctx_free(ops_ctx *c) {
     free(c->wbuf);
     free(c->att);
+    free(c->gscale);
     memset(c, 0, sizeof *c);
 }

@@ -20,6 +20,8 @@ typedef struct ops_ctx {
     tl_threadpool *tp;
     uint8_t *wbuf;      /* scratch for activations converted to a weight's vec_dot_type */
     size_t wbuf_size;
+    float *gscale;      /* activation scale tables for the prefill kernels */
+    size_t gscale_n;    /* floats in gscale */
     float *att;         /* [n_threads][att_stride] attention score scratch */
     int64_t att_stride;
 } ops_ctx;

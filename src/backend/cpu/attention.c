@@ -51,7 +51,10 @@ static void attn_run(void *arg, int ith, int nth) {
         const float inv = (float)(1.0 / sum);
         float *o = t->out + (j * t->n_head + h) * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
-        for (int64_t i = 0; i < n_kv; i++) attn_axpy_f16(o, s[i] * inv, t->vc + i * kv_row + hk * hd, hd);
+        /* probabilities rounded to f16 before weighting V: the reference
+         * engine multiplies V (f16) by them as an f16 vector */
+        for (int64_t i = 0; i < n_kv; i++)
+            attn_axpy_f16(o, tl_fp16_to_fp32(tl_fp32_to_fp16(s[i] * inv)), t->vc + i * kv_row + hk * hd, hd);
     }
 }
 

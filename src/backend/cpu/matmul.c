@@ -5,8 +5,10 @@
  * output rows are split among threads; each thread walks its weight rows in
  * blocks and, for prefill, reuses each weight block across a block of tokens
  * while it is hot in L1/L2. Owns nothing. Calls: quant, base/threadpool. */
+#include <stdbool.h>
 #include <string.h>
 
+#include "backend/cpu/gemm.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
 
@@ -22,15 +24,24 @@ typedef struct mm_task {
     const uint8_t *xq;    /* converted activations [m][xrow bytes] */
     size_t xrow;
     const float *x;       /* source activations, for the conversion pass */
+    float *gscale;        /* per 4-token group scale tables for the 1x4 kernels, or NULL */
     int64_t k;
     int64_t m;
 } mm_task;
 
+/* Convert activation rows in groups of 4, then build each full group's
+ * scale table for the 1x4 kernels. */
 static void mm_convert_task(void *arg, int ith, int nth) {
     mm_task *t = arg;
     const quant_kernels *qk = t->qk[0];
-    for (int64_t j = ith; j < t->m; j += nth)
-        qk->from_float(t->x + j * t->k, (uint8_t *)t->xq + (size_t)j * t->xrow, t->k);
+    const int64_t n_groups = (t->m + 3) / 4, nb = t->k / 32;
+    for (int64_t g = ith; g < n_groups; g += nth) {
+        int64_t j0 = 4 * g, j1 = j0 + 4 < t->m ? j0 + 4 : t->m;
+        for (int64_t j = j0; j < j1; j++)
+            qk->from_float(t->x + j * t->k, (uint8_t *)t->xq + (size_t)j * t->xrow, t->k);
+        if (t->gscale && j1 - j0 == 4)
+            gemm_prep_scales(qk->type, t->k, t->xq + (size_t)j0 * t->xrow, t->xrow, t->gscale + g * nb * 8);
+    }
 }
 
 static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
@@ -40,11 +51,24 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
     const int64_t k = t->k;
     const uint8_t *wd = w->data;
     float *y = t->y[wi];
+    const gemm_1x4_fn g4 = t->gscale ? gemm_get_1x4(w->type) : NULL;
+    const int64_t nb = k / 32;
     for (int64_t mb = 0; mb < t->m; mb += MM_TOK_BLOCK) {
         int64_t me = mb + MM_TOK_BLOCK < t->m ? mb + MM_TOK_BLOCK : t->m;
         for (int64_t rb = r0; rb < r1; rb += MM_ROW_BLOCK) {
             int64_t re = rb + MM_ROW_BLOCK < r1 ? rb + MM_ROW_BLOCK : r1;
-            for (int64_t j = mb; j < me; j++) {
+            int64_t j = mb;
+            if (g4) {
+                for (; j + 4 <= me; j += 4) {
+                    const uint8_t *xj = t->xq + (size_t)j * t->xrow;
+                    for (int64_t r = rb; r < re; r++) {
+                        float o[4];
+                        g4(k, o, wd + (size_t)r * w->nb[1], xj, t->xrow, t->gscale + (j / 4) * nb * 8);
+                        for (int q = 0; q < 4; q++) y[(j + q) * n_out + r] = o[q];
+                    }
+                }
+            }
+            for (; j < me; j++) {
                 const uint8_t *xj = t->xq + (size_t)j * t->xrow;
                 float *yj = y + j * n_out;
                 for (int64_t r = rb; r < re; r++) dot(k, &yj[r], wd + (size_t)r * w->nb[1], xj);
@@ -116,6 +140,11 @@ tl_status ops_matmul_multi(ops_ctx *c, const tl_tensor *const *ws, int n_w, cons
         const quant_kernels *conv = quant_kernels_get(vt);
         if (!conv || !conv->from_float)
             return tl_err(TL_ERR_UNSUPPORTED, "ops_matmul: no CPU conversion to %s", tl_type_name(vt));
+        /* the 1x4 prefill kernels apply when every weight has one (all share vt) */
+        bool g4 = m >= 4 && t.k % 32 == 0 && (vt == TL_TYPE_Q8_0 || vt == TL_TYPE_Q8_1) &&
+                  (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
+        for (int i = 0; i < n_w && g4; i++) g4 = gemm_get_1x4(ws[i]->type) != NULL;
+        t.gscale = g4 ? c->gscale : NULL;
         mm_task ct = t;
         ct.qk[0] = conv;
         if (m == 1)
