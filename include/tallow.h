@@ -71,6 +71,21 @@ void tl_model_get_info(const tl_model *m, tl_model_info *out);
 /* The model's chat template (tokenizer.chat_template), or NULL if it has none. */
 const char *tl_model_chat_template(const tl_model *m);
 
+/* One chat turn (UTF-8). */
+typedef struct tl_chat_message {
+    const char *role;    /* "system", "user", "assistant", ... */
+    const char *content;
+} tl_chat_message;
+
+/* Render a chat template as HF's apply_chat_template(tokenize=False) does,
+ * with bos_token/eos_token from the model. tmpl: template source, or NULL
+ * for the model's own (TL_ERR_NOT_FOUND if it has none). *out is malloc'd,
+ * NUL-terminated (free() it). Errors (template syntax, raise_exception)
+ * carry the template line and column. Tokenize the result with
+ * add_special=false: templates add BOS themselves. */
+tl_status tl_chat_apply_template(const tl_model *m, const char *tmpl, const tl_chat_message *msgs,
+                                 int32_t n_msgs, bool add_generation_prompt, char **out, size_t *out_len);
+
 /* ---- tokens -------------------------------------------------------------- */
 
 /* Encode text. add_special: add BOS/EOS as the model's metadata asks.
@@ -115,6 +130,9 @@ void tl_session_free(tl_session *s);
 tl_status tl_session_eval(tl_session *s, const int32_t *tokens, int32_t n, const float **logits);
 /* As eval, but logits for every token: out must hold n * n_vocab floats. */
 tl_status tl_session_eval_all(tl_session *s, const int32_t *tokens, int32_t n, float *out);
+/* As eval, then the greedy next token (argmax of the last token's logits;
+ * on CUDA computed on the device so only the id is copied back). */
+tl_status tl_session_eval_greedy(tl_session *s, const int32_t *tokens, int32_t n, int32_t *next);
 int32_t tl_session_pos(const tl_session *s);
 /* Forget everything at and after pos (pos <= current position). */
 tl_status tl_session_rewind(tl_session *s, int32_t pos);

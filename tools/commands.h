@@ -11,6 +11,11 @@
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

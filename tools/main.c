@@ -15,7 +15,12 @@ static const tool_cmd tool_cmds[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"bench", cmd_bench, "measure prompt and generation speed"},
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensors"},
+    {"synth", cmd_synth, "write a random-weight GGUF of a standard model shape"},
     {"tokenize", cmd_tokenize, "text -> token ids with a model's or tokenizer.json's tokenizer"},
+    {"template", cmd_template, "render a chat template for messages given as JSON"},
+    {"chat", cmd_chat, "interactive chat with a model (conversation kept in the KV cache)"},
+    {"train", cmd_train, "train a byte-level GPT-2/Llama-style model on a text file"},
+    {"export", cmd_export, "write a trained checkpoint as a GGUF model"},
 };
 
 static void tool_usage(FILE *f) {

@@ -6,6 +6,9 @@
 
 #include "base/cpu.h"
 #include "llm/session.h"
+#ifdef TALLOW_CUDA
+#include "backend/cuda/cuda_llm.h" /* CUDA dispatch (backend/cuda owns it) */
+#endif
 
 tl_session_params tl_session_default_params(void) {
     tl_session_params p = {0, 0, 0};
@@ -80,6 +83,9 @@ tl_status tl_session_init(tl_model *m, const tl_session_params *params, tl_sessi
     if (hp->n_ff > max_k) max_k = hp->n_ff;
     if ((int64_t)qd > max_k) max_k = (int64_t)qd;
     if ((st = ops_ctx_init(&s->ops, s->tp, p.n_batch, max_k, p.n_ctx))) goto fail;
+#ifdef TALLOW_CUDA
+    if (m->backend_ctx && (st = llm_cuda_session_init(s))) goto fail;
+#endif
     *out = s;
     return TL_OK;
 fail:
@@ -89,6 +95,9 @@ fail:
 
 void tl_session_free(tl_session *s) {
     if (!s) return;
+#ifdef TALLOW_CUDA
+    llm_cuda_session_free(s);
+#endif
     ops_ctx_free(&s->ops);
     tl_threadpool_free(s->tp);
     free(s->arena);
@@ -109,6 +118,9 @@ static tl_status session_check(tl_session *s, const int32_t *tokens, int32_t n) 
 }
 
 tl_status tl_session_eval(tl_session *s, const int32_t *tokens, int32_t n, const float **logits) {
+#ifdef TALLOW_CUDA
+    if (s && s->backend_ctx) return llm_cuda_eval(s, tokens, n, logits);
+#endif
     tl_status st = session_check(s, tokens, n);
     if (st) return st;
     for (int32_t i = 0; i < n; i += s->n_batch) {
@@ -120,6 +132,9 @@ tl_status tl_session_eval(tl_session *s, const int32_t *tokens, int32_t n, const
 }
 
 tl_status tl_session_eval_all(tl_session *s, const int32_t *tokens, int32_t n, float *out) {
+#ifdef TALLOW_CUDA
+    if (s && s->backend_ctx) return llm_cuda_eval_all(s, tokens, n, out);
+#endif
     tl_status st = session_check(s, tokens, n);
     if (st) return st;
     if (!out) return tl_err(TL_ERR_INVALID, "session: NULL logits buffer");
@@ -130,6 +145,22 @@ tl_status tl_session_eval_all(tl_session *s, const int32_t *tokens, int32_t n, f
     /* keep the last token's logits available like tl_session_eval does */
     memcpy(s->a.logits, out + (size_t)(n - 1) * (size_t)s->model->hp.n_vocab,
            (size_t)s->model->hp.n_vocab * sizeof(float));
+    return TL_OK;
+}
+
+tl_status tl_session_eval_greedy(tl_session *s, const int32_t *tokens, int32_t n, int32_t *next) {
+    if (!next) return tl_err(TL_ERR_INVALID, "session: NULL token output");
+#ifdef TALLOW_CUDA
+    /* on the device: argmax runs there and only the id comes back */
+    if (s && s->backend_ctx) return llm_cuda_eval_greedy(s, tokens, n, next);
+#endif
+    const float *lg;
+    tl_status st = tl_session_eval(s, tokens, n, &lg);
+    if (st) return st;
+    int32_t best = 0;
+    for (int32_t i = 1; i < s->model->hp.n_vocab; i++)
+        if (lg[i] > lg[best]) best = i;
+    *next = best;
     return TL_OK;
 }
 

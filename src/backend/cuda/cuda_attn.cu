@@ -1,0 +1,260 @@
+/* backend/cuda/cuda_attn: attention over the KV cache.
+ *
+ * One warp walks a range of cache positions for all G query heads that share
+ * a KV head (GQA: K and V are read once for the G heads), keeping an online
+ * softmax (running max m, running sum l, weighted V sum) per head in
+ * registers; a lane holds D/32 consecutive dims, so a warp-wide K or V read
+ * is one contiguous row.
+ *  - decode: split-K "flash decoding": grid (kv head, split); the 4 warps of
+ *    a block interleave positions of the split, merge in shared memory and
+ *    write (m, l, acc) partials; a second kernel merges the splits. The
+ *    split size is chosen on the device from the length read at *d_pos, so
+ *    a captured graph stays valid as the context grows.
+ *  - prefill: one warp per (query token, kv head), causal range.
+ * Calls: CUDA. */
+#include "backend/cuda/cuda_common.cuh"
+
+#define ATT_SPLITS 32
+#define ATT_WARPS 4
+#define ATT_MIN_CHUNK 64
+
+template <typename KT> __device__ __forceinline__ float kv_f(KT v);
+template <> __device__ __forceinline__ float kv_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float kv_f<__half>(__half v) { return __half2float(v); }
+
+template <int D, int GMAX> struct att_state {
+    static constexpr int E = D / 32;
+    float q[GMAX][E];
+    float acc[GMAX][E];
+    float m[GMAX], l[GMAX];
+};
+
+template <int D, int GMAX, typename KT>
+__device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT *kh, const KT *vh,
+                                         int64_t p0, int64_t p1, int64_t step, int lane) {
+    constexpr int E = D / 32;
+    constexpr int P = 4; /* positions loaded before any is used: memory-level parallelism */
+    for (int64_t p = p0; p < p1; p += P * step) {
+        float k[P][E], v[P][E];
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            int64_t pj = p + j * step;
+            const KT *kr = kh + pj * D + lane * E, *vr = vh + pj * D + lane * E;
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                k[j][e] = pj < p1 ? kv_f(kr[e]) : 0.0f;
+                v[j][e] = pj < p1 ? kv_f(vr[e]) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            if (p + j * step >= p1) break;
+#pragma unroll
+            for (int g = 0; g < GMAX; g++) {
+                if (g >= G) break;
+                float s = 0;
+#pragma unroll
+                for (int e = 0; e < E; e++) s += st.q[g][e] * k[j][e];
+                for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+                float mn = fmaxf(st.m[g], s);
+                float corr = __expf(st.m[g] - mn); /* exp(-inf) = 0 on the first position */
+                float pw = __expf(s - mn);
+                st.l[g] = st.l[g] * corr + pw;
+#pragma unroll
+                for (int e = 0; e < E; e++) st.acc[g][e] = st.acc[g][e] * corr + pw * v[j][e];
+                st.m[g] = mn;
+            }
+        }
+    }
+}
+
+template <int D, int GMAX, typename KT>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, const int32_t *d_pos,
+              float scale, float *part) {
+    constexpr int E = D / 32;
+    pdl_trigger();
+    pdl_wait();
+    const int kvh = blockIdx.x, split = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t kv_len = (int64_t)*d_pos + 1;
+    int64_t chunk = (kv_len + ATT_SPLITS - 1) / ATT_SPLITS;
+    if (chunk < ATT_MIN_CHUNK) chunk = ATT_MIN_CHUNK;
+    const int64_t p0 = split * chunk;
+    const int64_t p1 = min(kv_len, p0 + chunk);
+    att_state<D, GMAX> st;
+#pragma unroll
+    for (int g = 0; g < GMAX; g++) {
+        st.m[g] = -INFINITY;
+        st.l[g] = 0;
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            st.acc[g][e] = 0;
+            st.q[g][e] = g < G ? q[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
+        }
+    }
+    const KT *kh = kc + (int64_t)kvh * n_ctx * D, *vh = vc + (int64_t)kvh * n_ctx * D;
+    att_walk<D, GMAX, KT>(st, G, kh, vh, p0 + w, p1, ATT_WARPS, lane);
+    /* merge the block's warps */
+    __shared__ float sm[ATT_WARPS][GMAX][2];
+    __shared__ float sacc[ATT_WARPS][GMAX][D];
+#pragma unroll
+    for (int g = 0; g < GMAX; g++) {
+        if (lane == 0) { sm[w][g][0] = st.m[g]; sm[w][g][1] = st.l[g]; }
+#pragma unroll
+        for (int e = 0; e < E; e++) sacc[w][g][lane * E + e] = st.acc[g][e];
+    }
+    __syncthreads();
+    const int64_t stride = D + 2;
+    for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
+        int g = i / D, d = i % D;
+        float mx = -INFINITY;
+        for (int k = 0; k < ATT_WARPS; k++) mx = fmaxf(mx, sm[k][g][0]);
+        float l = 0, a = 0;
+        for (int k = 0; k < ATT_WARPS; k++) {
+            float f = sm[k][g][0] == -INFINITY ? 0.0f : __expf(sm[k][g][0] - mx);
+            l += sm[k][g][1] * f;
+            a += sacc[k][g][d] * f;
+        }
+        float *o = part + (((int64_t)kvh * G + g) * ATT_SPLITS + split) * stride;
+        if (d == 0) { o[0] = mx; o[1] = l; }
+        o[2 + d] = a;
+    }
+}
+
+/* merge the splits of head h; one thread per dim. With out_q the result is
+ * also quantized to q8_1 (32-dim blocks never straddle heads: D % 32 == 0),
+ * which is what the Wo matvec reads: no separate quantize launch. */
+__global__ void attn_combine_k(const float *part, int D, float *out, int8_t *out_q, int64_t n_total) {
+    pdl_trigger();
+    pdl_wait();
+    const int h = blockIdx.x;
+    const int64_t stride = D + 2;
+    const float *ph = part + (int64_t)h * ATT_SPLITS * stride;
+    float mx = -INFINITY;
+    for (int s = 0; s < ATT_SPLITS; s++) mx = fmaxf(mx, ph[s * stride]);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float l = 0, a = 0;
+        for (int s = 0; s < ATT_SPLITS; s++) {
+            float ms = ph[s * stride];
+            if (ms == -INFINITY) continue;
+            float f = __expf(ms - mx);
+            l += ph[s * stride + 1] * f;
+            a += ph[s * stride + 2 + d] * f;
+        }
+        float r = a / l;
+        out[(int64_t)h * D + d] = r;
+        if (out_q) { /* blockDim == D: each warp is one 32-dim block */
+            float amax = fabsf(r);
+            for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            float dq = amax / 127.0f;
+            int qi = dq > 0.0f ? __float2int_rn(r / dq) : 0;
+            int64_t i = (int64_t)h * D + d;
+            out_q[i] = (int8_t)qi;
+            float sq = (float)qi;
+            for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+            if ((d & 31) == 0) ((float2 *)(out_q + n_total))[i / 32] = make_float2(dq, dq * sq);
+        }
+    }
+}
+
+size_t tlc_attn_decode_scratch(int n_head, int head_dim) {
+    return (size_t)n_head * ATT_SPLITS * (head_dim + 2);
+}
+
+template <int D, int GMAX, typename KT>
+static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc, const void *vc, int n_head,
+                                      int n_kv_head, int64_t n_ctx, const int32_t *d_pos, float scale,
+                                      float *scratch, float *out, void *out_q) {
+    dim3 grid(n_kv_head, ATT_SPLITS);
+    cudaError_t e = tlc_launch(c, attn_decode_k<D, GMAX, KT>, grid, dim3(ATT_WARPS * 32), 0, q, (const KT *)kc,
+                               (const KT *)vc, n_head / n_kv_head, n_ctx, d_pos, scale, scratch);
+    if (e != cudaSuccess) return e;
+    return tlc_launch(c, attn_combine_k, dim3(n_head), dim3(D), 0, (const float *)scratch, D, out, (int8_t *)out_q,
+                      (int64_t)n_head * D);
+}
+
+template <int D, int GMAX, typename KT>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attn_prefill_k(const float *q, int64_t qs, const KT *kc, const KT *vc, int n_head, int G, int64_t n_ctx,
+               int64_t n_tok, const int32_t *d_pos, float scale, float *out) {
+    constexpr int E = D / 32;
+    const int lane = threadIdx.x & 31;
+    const int64_t t = (int64_t)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    const int kvh = blockIdx.y;
+    if (t >= n_tok) return;
+    const int64_t kv_len = (int64_t)*d_pos + t + 1;
+    att_state<D, GMAX> st;
+    const float *qt = q + t * qs;
+#pragma unroll
+    for (int g = 0; g < GMAX; g++) {
+        st.m[g] = -INFINITY;
+        st.l[g] = 0;
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            st.acc[g][e] = 0;
+            st.q[g][e] = g < G ? qt[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
+        }
+    }
+    const KT *kh = kc + (int64_t)kvh * n_ctx * D, *vh = vc + (int64_t)kvh * n_ctx * D;
+    att_walk<D, GMAX, KT>(st, G, kh, vh, 0, kv_len, 1, lane);
+    float *ot = out + t * n_head * D;
+#pragma unroll
+    for (int g = 0; g < GMAX; g++) {
+        if (g >= G) break;
+#pragma unroll
+        for (int e = 0; e < E; e++) ot[((int64_t)kvh * G + g) * D + lane * E + e] = st.acc[g][e] / st.l[g];
+    }
+}
+
+template <int D, int GMAX, typename KT>
+static cudaError_t attn_prefill_launch(tlc_ctx *c, const float *q, int64_t qs, const void *kc, const void *vc, int n_head,
+                                int n_kv_head, int64_t n_ctx, int64_t n_tok, const int32_t *d_pos,
+                                float scale, float *out) {
+    dim3 grid(tlc_div_up(n_tok, ATT_WARPS), n_kv_head);
+    attn_prefill_k<D, GMAX, KT><<<grid, ATT_WARPS * 32, 0, c->stream>>>(
+        q, qs, (const KT *)kc, (const KT *)vc, n_head, n_head / n_kv_head, n_ctx, n_tok, d_pos, scale, out);
+    return cudaGetLastError();
+}
+
+#define ATT_DISPATCH(FN, ...)                                                                     \
+    do {                                                                                          \
+        bool f16 = kv_type == TL_TYPE_F16;                                                        \
+        if (kv_type != TL_TYPE_F16 && kv_type != TL_TYPE_F32)                                     \
+            return tl_err(TL_ERR_UNSUPPORTED, "cuda: attention over a %s KV cache", tl_type_name(kv_type)); \
+        int G = n_kv_head > 0 ? n_head / n_kv_head : 0;                                           \
+        if (G <= 0 || n_head % n_kv_head)                                                         \
+            return tl_err(TL_ERR_INVALID, "cuda: attention: %d heads over %d KV heads", n_head, n_kv_head); \
+        if (head_dim == 64 && G <= 8) {                                                           \
+            e = f16 ? FN<64, 8, __half>(__VA_ARGS__) : FN<64, 8, float>(__VA_ARGS__);            \
+        } else if (head_dim == 128 && G <= 8) {                                                   \
+            e = f16 ? FN<128, 8, __half>(__VA_ARGS__) : FN<128, 8, float>(__VA_ARGS__);          \
+        } else if (head_dim == 256 && G <= 4) {                                                   \
+            e = f16 ? FN<256, 4, __half>(__VA_ARGS__) : FN<256, 4, float>(__VA_ARGS__);          \
+        } else if (head_dim == 32 && G <= 8) {                                                    \
+            e = f16 ? FN<32, 8, __half>(__VA_ARGS__) : FN<32, 8, float>(__VA_ARGS__);            \
+        } else {                                                                                  \
+            return tl_err(TL_ERR_UNSUPPORTED, "cuda: attention with head_dim %d and %d heads per KV head", \
+                          head_dim, G);                                                           \
+        }                                                                                         \
+    } while (0)
+
+tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc,
+                          tl_type kv_type, int n_head, int n_kv_head, int head_dim, int64_t n_ctx,
+                          const int32_t *d_pos, float scale, float *scratch, float *out, void *out_q) {
+    cudaError_t e = cudaSuccess;
+    ATT_DISPATCH(attn_decode_launch, c, q, kc, vc, n_head, n_kv_head, n_ctx, d_pos, scale, scratch, out, out_q);
+    TLC_TRY(e, "attention (decode)");
+    return TL_OK;
+}
+
+tl_status tlc_attn_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,
+                           tl_type kv_type, int n_head, int n_kv_head, int head_dim,
+                           int64_t n_ctx, int64_t n_tok, const int32_t *d_pos, float scale,
+                           float *out) {
+    if (n_tok <= 0) return TL_OK;
+    if (q_stride == 0) q_stride = (int64_t)n_head * head_dim;
+    cudaError_t e = cudaSuccess;
+    ATT_DISPATCH(attn_prefill_launch, c, q, q_stride, kc, vc, n_head, n_kv_head, n_ctx, n_tok, d_pos, scale, out);
+    TLC_TRY(e, "attention (prefill)");
+    return TL_OK;
+}

@@ -1,0 +1,231 @@
+/* backend/cuda: the CUDA backend's C ABI (plain C; the kernels live in .cu
+ * files next to this header and are compiled only with TALLOW_CUDA=ON).
+ *
+ * Everything is enqueued on the context's one stream, so a sequence of calls
+ * can be captured into a CUDA graph (tlc_graph_begin/end) and replayed; ops
+ * that depend on the decode position read it from device memory (`d_pos`),
+ * which keeps a captured graph valid from token to token. Every call returns
+ * a tl_status; CUDA failures become TL_ERR_BACKEND / TL_ERR_NOMEM with a
+ * message naming the op (out of memory names the bytes asked and free).
+ *
+ * Weights are uploaded once and repacked for 16-byte coalesced loads: the
+ * quantized blocks are split into a "q" array (quants, 16-byte aligned per
+ * block) and an "s" array (per-block scales) wherever the GGUF block is not
+ * a multiple of 16 bytes (Q4_0, Q4_1, Q8_0, Q6_K); F16, BF16, F32 and Q4_K
+ * are copied as they are.
+ * Quantized matvecs take the activation as "q8_1-like": int8 quants [n]
+ * followed by float2 (d, d*sum(q)) per 32 elements (tlc_q8_bytes(n)), and use
+ * dp4a; float weights take the f32 activation.
+ * Owns: device memory it hands out, the stream, the cuBLAS handles.
+ * Calls: CUDA runtime, cuBLAS; base/status, tensor/dtype. */
+#ifndef TL_BACKEND_CUDA_BACKEND_H
+#define TL_BACKEND_CUDA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* inside the C linkage block: these C headers have no guards of their own */
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+typedef struct tlc_ctx tlc_ctx;
+
+typedef struct tlc_device_info {
+    char name[256];
+    int n_sm;
+    size_t l2_bytes;
+    size_t mem_free, mem_total;
+} tlc_device_info;
+
+/* TL_ERR_BACKEND if no device (message says why). */
+tl_status tlc_init(int device, tlc_ctx **out);
+void tlc_free(tlc_ctx *c);
+tl_status tlc_get_device_info(tlc_ctx *c, tlc_device_info *out);
+/* Bytes currently held through tlc_alloc (weights, arenas, caches). */
+size_t tlc_bytes_in_use(const tlc_ctx *c);
+
+/* Device memory. `what` names the allocation in error messages. */
+tl_status tlc_alloc(tlc_ctx *c, size_t bytes, const char *what, void **out);
+void tlc_dfree(tlc_ctx *c, void *p, size_t bytes);
+tl_status tlc_upload(tlc_ctx *c, void *dst, const void *src, size_t bytes);   /* sync */
+tl_status tlc_download(tlc_ctx *c, void *dst, const void *src, size_t bytes); /* sync */
+tl_status tlc_upload_async(tlc_ctx *c, void *dst, const void *src, size_t bytes);
+tl_status tlc_download_async(tlc_ctx *c, void *dst, const void *src, size_t bytes);
+tl_status tlc_memset(tlc_ctx *c, void *dst, int v, size_t bytes);
+tl_status tlc_sync(tlc_ctx *c);
+/* Page-locked host memory (for copies a captured graph replays). */
+tl_status tlc_host_alloc(size_t bytes, void **out);
+void tlc_host_free(void *p);
+
+/* A bump arena over one device allocation: for activations and scratch
+ * sized once at load; push never allocates from the driver. */
+typedef struct tlc_arena {
+    uint8_t *base;
+    size_t size, used;
+} tlc_arena;
+tl_status tlc_arena_init(tlc_ctx *c, tlc_arena *a, size_t bytes, const char *what);
+/* 256-byte aligned; TL_ERR_NOMEM naming `what` if the arena is full. */
+tl_status tlc_arena_push(tlc_arena *a, size_t bytes, const char *what, void **out);
+void tlc_arena_free(tlc_ctx *c, tlc_arena *a);
+
+/* ---- weights ------------------------------------------------------------ */
+
+typedef struct tlc_weight {
+    tl_type type;
+    int64_t n_in;   /* row length (GGUF ne[0]) */
+    int64_t n_out;  /* rows */
+    void *q;        /* [n_out] rows of q_row bytes */
+    void *s;        /* [n_out] rows of s_row bytes, or NULL */
+    size_t q_row, s_row;
+} tlc_weight;
+
+/* Whether matvec/gemm/get_rows support type t. */
+bool tlc_type_supported(tl_type t);
+/* Device bytes of the repacked layout (each array rounded up to 256). 0 if
+ * the type is unsupported or n_in is not a multiple of the block. */
+size_t tlc_weight_bytes(tl_type t, int64_t n_in, int64_t n_out);
+/* Describe a weight placed at dst (tlc_weight_bytes(...) bytes of device
+ * memory) and upload + repack `host` (GGUF layout, rows contiguous).
+ * `staging` is device scratch of at least the raw size (rows * row bytes) for
+ * repacked types; may be NULL for types copied as they are. */
+tl_status tlc_weight_upload(tlc_ctx *c, tlc_weight *w, tl_type t, int64_t n_in, int64_t n_out,
+                            const void *host, void *dst, void *staging);
+/* Same, but upload rows [row0, row0 + n_rows) of an existing weight (used to
+ * concatenate Q|K|V or gate|up into one matrix). w must be described already
+ * (tlc_weight_describe). */
+tl_status tlc_weight_describe(tlc_weight *w, tl_type t, int64_t n_in, int64_t n_out, void *dst);
+tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, int64_t n_rows,
+                                 const void *host, void *staging);
+
+/* ---- activation prep + matvec (decode) -------------------------------- */
+
+static inline size_t tlc_q8_bytes(int64_t n) { return (size_t)n + (size_t)(n / 32) * 8 + 16; }
+
+/* For each of n_rows rows of x [n_rows][n]: y = x (or rmsnorm(x) * norm_w
+ * when norm_w != NULL), written as f32 to out_f (if non-NULL) and as q8_1 to
+ * out_q (if non-NULL, rows tlc_q8_bytes(n) apart). n % 32 == 0. */
+tl_status tlc_act_prep(tlc_ctx *c, const float *x, const float *norm_w, float eps, int64_t n,
+                       int64_t n_rows, float *out_f, void *out_q);
+
+enum {
+    TLC_MV_STORE = 0,  /* y = W x */
+    TLC_MV_ACCUM = 1,  /* y += W x (residual add fused) */
+    TLC_MV_GLU = 2     /* W holds [gate; up] (n_out = 2 m): y[i] = silu(g_i) * u_i, i < m */
+};
+/* Batch-1 matrix-vector product. xf: f32 [n_in] (float weights), xq: q8_1
+ * (quantized weights); the other may be NULL. */
+tl_status tlc_matvec(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y,
+                     int mode);
+
+/* ---- elementwise / normalisation / position ---------------------------- */
+
+tl_status tlc_rmsnorm(tlc_ctx *c, const float *x, const float *w, float eps, int64_t n,
+                      int64_t n_rows, float *out);
+tl_status tlc_add(tlc_ctx *c, const float *a, const float *b, float *out, int64_t n);
+tl_status tlc_silu_mul(tlc_ctx *c, const float *g, const float *u, float *out, int64_t n);
+
+typedef struct tlc_rope_params {
+    int n_rot;              /* rotated dims (<= head_dim, even) */
+    bool neox;              /* half-split pairs (qwen) instead of interleaved (llama) */
+    float base;             /* freq base */
+    float scale;            /* positions are divided by it (linear scaling) */
+    const float *freq_div;  /* device [n_rot/2] divisors (Llama-3 rope_freqs), or NULL */
+} tlc_rope_params;
+/* x [n_tok][n_heads][head_dim] in place (tokens tok_stride floats apart; 0:
+ * contiguous); token t has position *d_pos + t. */
+tl_status tlc_rope(tlc_ctx *c, float *x, int64_t n_tok, int64_t tok_stride, int n_heads,
+                   int head_dim, const int32_t *d_pos, const tlc_rope_params *p);
+/* Per-head RMSNorm in place (Qwen3 QK-norm): x [n_tok][n_heads][head_dim],
+ * tokens tok_stride floats apart (0: contiguous), w [head_dim]. */
+tl_status tlc_head_rmsnorm(tlc_ctx *c, float *x, int64_t n_tok, int64_t tok_stride, int n_heads,
+                           int head_dim, const float *w, float eps);
+/* x[t][i] += b[i] for n_tok rows of n, rows tok_stride apart (0: n). */
+tl_status tlc_add_bias(tlc_ctx *c, float *x, int64_t n_tok, int64_t tok_stride, const float *b,
+                       int64_t n);
+/* out[t][i] = silu(in[t][i]) * in[t][n + i]: rows of [gate | up] -> [n]. */
+tl_status tlc_glu_rows(tlc_ctx *c, const float *in, float *out, int64_t n_tok, int64_t n);
+tl_status tlc_copy(tlc_ctx *c, void *dst, const void *src, size_t bytes);
+
+/* ---- KV cache + attention ------------------------------------------------
+ * Cache layout per layer: k and v [n_kv_head][n_ctx][head_dim], type F16 or
+ * F32. Token t of a batch goes to position *d_pos + t. */
+tl_status tlc_kv_store(tlc_ctx *c, const float *k, const float *v, int64_t n_tok, int64_t tok_stride,
+                       int n_kv_head, int head_dim, void *kc, void *vc, tl_type kv_type,
+                       int64_t n_ctx, const int32_t *d_pos);
+/* Scratch floats the decode attention needs (split-K partials). */
+size_t tlc_attn_decode_scratch(int n_head, int head_dim);
+/* One query token at position *d_pos attending to [0, *d_pos] (split-K
+ * flash decoding + combine). q, out: [n_head][head_dim] f32; out_q (may be
+ * NULL) also receives out as q8_1 (tlc_q8_bytes(n_head*head_dim)). */
+tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc,
+                          tl_type kv_type, int n_head, int n_kv_head, int head_dim, int64_t n_ctx,
+                          const int32_t *d_pos, float scale, float *scratch, float *out, void *out_q);
+/* Decode-time fusion of RoPE and the KV store for one token's [q | k | v]
+ * row (n_head + 2 n_kv_head heads): rotates q and k in place and writes the
+ * rotated k and v into the cache at *d_pos (n_rot == head_dim only). */
+tl_status tlc_rope_kv(tlc_ctx *c, float *qkv, int n_head, int n_kv_head, int head_dim, void *kc,
+                      void *vc, int64_t n_ctx, const int32_t *d_pos, const tlc_rope_params *p);
+/* n_tok query tokens at positions *d_pos + t, causal. q [n_tok][n_head][head_dim]
+ * with tokens q_stride floats apart (0: contiguous); out contiguous. */
+tl_status tlc_attn_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,
+                           tl_type kv_type, int n_head, int n_kv_head, int head_dim,
+                           int64_t n_ctx, int64_t n_tok, const int32_t *d_pos, float scale,
+                           float *out);
+
+/* ---- prefill GEMM, rows, argmax ---------------------------------------- */
+
+/* f16 scratch elements tlc_gemm needs for a weight and n_tok rows. */
+size_t tlc_gemm_scratch_halves(const tlc_weight *w, int64_t n_tok);
+/* y [n_tok][n_out] (=, or += with TLC_MV_ACCUM) x [n_tok][n_in] W^T through
+ * cuBLAS on tensor cores (f16/bf16 inputs, f32 accumulation); quantized
+ * weights are dequantized into `scratch` first. */
+tl_status tlc_gemm(tlc_ctx *c, const tlc_weight *w, const float *x, int64_t n_tok, float *y,
+                   int mode, void *scratch);
+/* As tlc_gemm with y rows ldy floats apart (ldy >= n_out). */
+tl_status tlc_gemm_ex(tlc_ctx *c, const tlc_weight *w, const float *x, int64_t n_tok, float *y,
+                      int64_t ldy, int mode, void *scratch);
+/* A view of rows [row0, row0 + n) of w (no copy). */
+tlc_weight tlc_weight_rows(const tlc_weight *w, int64_t row0, int64_t n);
+/* Dequantize a whole weight to f16 [n_out][n_in]. */
+tl_status tlc_dequant_f16(tlc_ctx *c, const tlc_weight *w, void *out);
+/* out [n_tok][n_in] f32 = rows tokens[t] of w. d_tokens on the device. */
+tl_status tlc_get_rows(tlc_ctx *c, const tlc_weight *w, const int32_t *d_tokens, int64_t n_tok,
+                       float *out);
+/* *d_out = argmax x[0..n) (lowest index on ties). */
+tl_status tlc_argmax(tlc_ctx *c, const float *x, int64_t n, int32_t *d_out);
+/* *d_pos += inc (keeps positions on the device inside a captured graph). */
+tl_status tlc_pos_advance(tlc_ctx *c, int32_t *d_pos, int32_t inc);
+
+/* ---- graphs + timing ---------------------------------------------------- */
+
+typedef struct tlc_graph tlc_graph;
+tl_status tlc_graph_begin(tlc_ctx *c);
+tl_status tlc_graph_end(tlc_ctx *c, tlc_graph **out);
+tl_status tlc_graph_launch(tlc_ctx *c, tlc_graph *g);
+void tlc_graph_free(tlc_graph *g);
+
+/* Copy bandwidth probe: device-to-device copy of `bytes`, median of reps;
+ * returns GB/s counting bytes read + written. */
+tl_status tlc_measure_copy_bw(tlc_ctx *c, size_t bytes, int reps, double *gbps);
+/* f16 GEMM probe m=n=k=dim through cuBLAS, random inputs; TFLOP/s. */
+tl_status tlc_measure_gemm(tlc_ctx *c, int dim, int reps, double *tflops);
+/* Profiling marks: record event `slot` (0..1023) on the stream; elapsed ms
+ * between two recorded slots (syncs). For op-by-op breakdowns only. */
+tl_status tlc_prof_mark(tlc_ctx *c, int slot);
+tl_status tlc_prof_elapsed(tlc_ctx *c, int a, int b, double *ms);
+/* Event timer on the stream. */
+typedef struct tlc_timer tlc_timer;
+tl_status tlc_timer_init(tlc_timer **out);
+void tlc_timer_free(tlc_timer *t);
+tl_status tlc_timer_start(tlc_ctx *c, tlc_timer *t);
+tl_status tlc_timer_stop(tlc_ctx *c, tlc_timer *t, double *ms); /* syncs */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,409 @@
+/* backend/cuda/cuda_weights: weight upload + repack (GGUF blocks -> the
+ * 16-byte-aligned layout in cuda_common.cuh), dequantization to f16, row
+ * gather (token embeddings) and the prefill GEMM through cuBLAS.
+ * Block layouts are the GGUF specification's. Calls: CUDA, cuBLAS. */
+#include "backend/cuda/cuda_common.cuh"
+
+bool tlc_type_supported(tl_type t) {
+    size_t a, b;
+    return tlc_layout(t, 256, &a, &b);
+}
+
+static size_t tlc_round256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+size_t tlc_weight_bytes(tl_type t, int64_t n_in, int64_t n_out) {
+    size_t qr, sr;
+    if (!tlc_layout(t, n_in, &qr, &sr) || n_out <= 0) return 0;
+    return tlc_round256(qr * (size_t)n_out) + tlc_round256(sr * (size_t)n_out);
+}
+
+tl_status tlc_weight_describe(tlc_weight *w, tl_type t, int64_t n_in, int64_t n_out, void *dst) {
+    size_t qr, sr;
+    if (!tlc_layout(t, n_in, &qr, &sr))
+        return tl_err(TL_ERR_UNSUPPORTED, "cuda: weight type %s with row length %lld not supported",
+                      tl_type_name(t), (long long)n_in);
+    w->type = t;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->q_row = qr;
+    w->s_row = sr;
+    w->q = dst;
+    w->s = sr ? (uint8_t *)dst + tlc_round256(qr * (size_t)n_out) : NULL;
+    return TL_OK;
+}
+
+/* ---- repack: one thread per GGUF block ------------------------------------ */
+
+__device__ __forceinline__ uint16_t ld_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+__global__ void repack_q4_0_k(const uint8_t *src, uint8_t *q, uint16_t *s, int64_t nblk) {
+    int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= nblk) return;
+    const uint8_t *p = src + b * 18;
+    s[b] = ld_u16(p);
+    for (int i = 0; i < 16; i++) q[b * 16 + i] = p[2 + i];
+}
+
+__global__ void repack_q4_1_k(const uint8_t *src, uint8_t *q, uint32_t *s, int64_t nblk) {
+    int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= nblk) return;
+    const uint8_t *p = src + b * 20;
+    s[b] = (uint32_t)ld_u16(p) | ((uint32_t)ld_u16(p + 2) << 16);
+    for (int i = 0; i < 16; i++) q[b * 16 + i] = p[4 + i];
+}
+
+__global__ void repack_q8_0_k(const uint8_t *src, uint8_t *q, uint16_t *s, int64_t nblk) {
+    int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= nblk) return;
+    const uint8_t *p = src + b * 34;
+    s[b] = ld_u16(p);
+    for (int i = 0; i < 32; i++) q[b * 32 + i] = p[2 + i];
+}
+
+__global__ void repack_q6_k_k(const uint8_t *src, uint8_t *q, uint16_t *s, int64_t nblk) {
+    int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= nblk) return;
+    const uint8_t *p = src + b * 210;
+    for (int i = 0; i < 208; i++) q[b * 208 + i] = p[i];
+    s[b] = ld_u16(p + 208);
+}
+
+static size_t tlc_raw_row(tl_type t, int64_t n_in) { return tl_row_bytes(t, n_in); }
+
+tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, int64_t n_rows,
+                                 const void *host, void *staging) {
+    if (row0 < 0 || n_rows < 0 || row0 + n_rows > w->n_out)
+        return tl_err(TL_ERR_INVALID, "cuda: upload rows [%lld, %lld) outside %lld rows",
+                      (long long)row0, (long long)(row0 + n_rows), (long long)w->n_out);
+    size_t raw = tlc_raw_row(w->type, w->n_in) * (size_t)n_rows;
+    uint8_t *q = (uint8_t *)w->q + w->q_row * (size_t)row0;
+    uint8_t *s = w->s ? (uint8_t *)w->s + w->s_row * (size_t)row0 : NULL;
+    switch (w->type) {
+    case TL_TYPE_F32: case TL_TYPE_F16: case TL_TYPE_BF16: case TL_TYPE_Q4_K:
+        TLC_TRY(cudaMemcpyAsync(q, host, raw, cudaMemcpyHostToDevice, c->stream), "weight upload");
+        return TL_OK;
+    default: break;
+    }
+    if (!staging) return tl_err(TL_ERR_INVALID, "cuda: upload of %s needs a staging buffer", tl_type_name(w->type));
+    TLC_TRY(cudaMemcpyAsync(staging, host, raw, cudaMemcpyHostToDevice, c->stream), "weight upload");
+    const uint8_t *st = (const uint8_t *)staging;
+    int64_t nblk;
+    switch (w->type) {
+    case TL_TYPE_Q4_0:
+        nblk = w->n_in / 32 * n_rows;
+        repack_q4_0_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint16_t *)s, nblk);
+        break;
+    case TL_TYPE_Q4_1:
+        nblk = w->n_in / 32 * n_rows;
+        repack_q4_1_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint32_t *)s, nblk);
+        break;
+    case TL_TYPE_Q8_0:
+        nblk = w->n_in / 32 * n_rows;
+        repack_q8_0_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint16_t *)s, nblk);
+        break;
+    case TL_TYPE_Q6_K:
+        nblk = w->n_in / 256 * n_rows;
+        repack_q6_k_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint16_t *)s, nblk);
+        break;
+    default:
+        return tl_err(TL_ERR_UNSUPPORTED, "cuda: no repack for %s", tl_type_name(w->type));
+    }
+    TLC_LAUNCH_CHECK("weight repack");
+    return TL_OK;
+}
+
+tl_status tlc_weight_upload(tlc_ctx *c, tlc_weight *w, tl_type t, int64_t n_in, int64_t n_out,
+                            const void *host, void *dst, void *staging) {
+    tl_status s = tlc_weight_describe(w, t, n_in, n_out, dst);
+    if (s) return s;
+    return tlc_weight_upload_rows(c, w, 0, n_out, host, staging);
+}
+
+/* ---- dequantize one 32-element chunk (chunk index ch within the row) ---- */
+
+__device__ __forceinline__ void q4k_scale_min(const uint8_t *sc, int is, int *d, int *m) {
+    if (is < 4) {
+        *d = sc[is] & 63;
+        *m = sc[is + 4] & 63;
+    } else {
+        *d = (sc[is + 4] & 0xF) | ((sc[is - 4] >> 6) << 4);
+        *m = (sc[is + 4] >> 4) | ((sc[is] >> 6) << 4);
+    }
+}
+
+__device__ void tlc_deq_chunk(const tlc_weight w, int64_t row, int64_t ch, float *o) {
+    const uint8_t *q = (const uint8_t *)w.q + w.q_row * row;
+    const uint8_t *s = (const uint8_t *)w.s + w.s_row * row;
+    switch (w.type) {
+    case TL_TYPE_F32: {
+        const float *p = (const float *)q + ch * 32;
+        for (int i = 0; i < 32; i++) o[i] = p[i];
+        break;
+    }
+    case TL_TYPE_F16: {
+        const __half *p = (const __half *)q + ch * 32;
+        for (int i = 0; i < 32; i++) o[i] = __half2float(p[i]);
+        break;
+    }
+    case TL_TYPE_BF16: {
+        const __nv_bfloat16 *p = (const __nv_bfloat16 *)q + ch * 32;
+        for (int i = 0; i < 32; i++) o[i] = __bfloat162float(p[i]);
+        break;
+    }
+    case TL_TYPE_Q4_0: {
+        const uint8_t *p = q + ch * 16;
+        float d = __half2float(((const __half *)s)[ch]);
+        for (int i = 0; i < 16; i++) {
+            o[i] = d * (float)((p[i] & 0xF) - 8);
+            o[i + 16] = d * (float)((p[i] >> 4) - 8);
+        }
+        break;
+    }
+    case TL_TYPE_Q4_1: {
+        const uint8_t *p = q + ch * 16;
+        float d = __half2float(((const __half *)s)[2 * ch]);
+        float m = __half2float(((const __half *)s)[2 * ch + 1]);
+        for (int i = 0; i < 16; i++) {
+            o[i] = d * (float)(p[i] & 0xF) + m;
+            o[i + 16] = d * (float)(p[i] >> 4) + m;
+        }
+        break;
+    }
+    case TL_TYPE_Q8_0: {
+        const int8_t *p = (const int8_t *)q + ch * 32;
+        float d = __half2float(((const __half *)s)[ch]);
+        for (int i = 0; i < 32; i++) o[i] = d * (float)p[i];
+        break;
+    }
+    case TL_TYPE_Q4_K: {
+        const uint8_t *b = q + (ch / 8) * 144;
+        int cc = (int)(ch % 8);
+        float d = __half2float(*(const __half *)b);
+        float dmin = __half2float(*(const __half *)(b + 2));
+        int sc, m;
+        q4k_scale_min(b + 4, cc, &sc, &m);
+        const uint8_t *qs = b + 16 + 32 * (cc / 2);
+        int sh = (cc & 1) * 4;
+        for (int i = 0; i < 32; i++) o[i] = d * sc * (float)((qs[i] >> sh) & 0xF) - dmin * m;
+        break;
+    }
+    case TL_TYPE_Q6_K: {
+        const uint8_t *b = q + (ch / 8) * 208;
+        float d = __half2float(((const __half *)s)[ch / 8]);
+        int cc = (int)(ch % 8), n = cc / 4, k = cc % 4;
+        const uint8_t *ql = b + 64 * n + 32 * (k & 1);
+        const uint8_t *qh = b + 128 + 32 * n;
+        const int8_t *sc = (const int8_t *)(b + 192) + 8 * n + 2 * k;
+        int sh = (k >> 1) * 4;
+        for (int l = 0; l < 32; l++) {
+            int v = ((ql[l] >> sh) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4);
+            o[l] = d * sc[l / 16] * (float)(v - 32);
+        }
+        break;
+    }
+    default:
+        for (int i = 0; i < 32; i++) o[i] = __int_as_float(0x7fc00000);
+    }
+}
+
+/* 8 consecutive values (group g of the row: values 8g..8g+7) for the prefill
+ * dequantization: one 16-byte store per thread, coalesced across the warp. */
+template <int T> __device__ __forceinline__ void deq8(const tlc_weight &w, int64_t row, int64_t g, float *o);
+
+template <> __device__ __forceinline__ void deq8<TL_TYPE_Q4_0>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
+    int64_t ch = g >> 2;
+    int part = (int)(g & 3);
+    uint2 q = *(const uint2 *)((const uint8_t *)w.q + w.q_row * row + ch * 16 + (part & 1) * 8);
+    float d = __half2float(((const __half *)((const uint8_t *)w.s + w.s_row * row))[ch]);
+    int sh = (part >> 1) * 4;
+    for (int i = 0; i < 8; i++) {
+        uint32_t wd = i < 4 ? q.x : q.y;
+        o[i] = d * (float)((int)((wd >> (8 * (i & 3) + sh)) & 0xF) - 8);
+    }
+}
+template <> __device__ __forceinline__ void deq8<TL_TYPE_Q4_1>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
+    int64_t ch = g >> 2;
+    int part = (int)(g & 3);
+    uint2 q = *(const uint2 *)((const uint8_t *)w.q + w.q_row * row + ch * 16 + (part & 1) * 8);
+    float2 dm = __half22float2(((const __half2 *)((const uint8_t *)w.s + w.s_row * row))[ch]);
+    int sh = (part >> 1) * 4;
+    for (int i = 0; i < 8; i++) {
+        uint32_t wd = i < 4 ? q.x : q.y;
+        o[i] = dm.x * (float)((wd >> (8 * (i & 3) + sh)) & 0xF) + dm.y;
+    }
+}
+template <> __device__ __forceinline__ void deq8<TL_TYPE_Q8_0>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
+    int64_t ch = g >> 2;
+    uint2 q = *(const uint2 *)((const uint8_t *)w.q + w.q_row * row + g * 8);
+    float d = __half2float(((const __half *)((const uint8_t *)w.s + w.s_row * row))[ch]);
+    for (int i = 0; i < 8; i++) {
+        uint32_t wd = i < 4 ? q.x : q.y;
+        o[i] = d * (float)(int8_t)((wd >> (8 * (i & 3))) & 0xFF);
+    }
+}
+template <> __device__ __forceinline__ void deq8<TL_TYPE_Q4_K>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
+    const uint8_t *b = (const uint8_t *)w.q + w.q_row * row + (g >> 5) * 144;
+    int cc = (int)((g >> 2) & 7), part = (int)(g & 3);
+    float d = __half2float(*(const __half *)b), dmin = __half2float(*(const __half *)(b + 2));
+    int sc, m;
+    q4k_scale_min(b + 4, cc, &sc, &m);
+    uint2 q = *(const uint2 *)(b + 16 + 32 * (cc >> 1) + part * 8);
+    int sh = (cc & 1) * 4;
+    float ds = d * sc, dm = dmin * m;
+    for (int i = 0; i < 8; i++) {
+        uint32_t wd = i < 4 ? q.x : q.y;
+        o[i] = ds * (float)((wd >> (8 * (i & 3) + sh)) & 0xF) - dm;
+    }
+}
+template <> __device__ __forceinline__ void deq8<TL_TYPE_Q6_K>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
+    const uint8_t *b = (const uint8_t *)w.q + w.q_row * row + (g >> 5) * 208;
+    float d = __half2float(((const __half *)((const uint8_t *)w.s + w.s_row * row))[g >> 5]);
+    int cc = (int)((g >> 2) & 7), part = (int)(g & 3), n = cc / 4, k = cc % 4;
+    int l0 = part * 8;
+    uint2 ql = *(const uint2 *)(b + 64 * n + 32 * (k & 1) + l0);
+    uint2 qh = *(const uint2 *)(b + 128 + 32 * n + l0);
+    float s = d * (float)((const int8_t *)(b + 192))[8 * n + 2 * k + l0 / 16];
+    int sh = (k >> 1) * 4;
+    for (int i = 0; i < 8; i++) {
+        uint32_t lw = i < 4 ? ql.x : ql.y, hw = i < 4 ? qh.x : qh.y;
+        int v = (int)((lw >> (8 * (i & 3) + sh)) & 0xF) | (int)(((hw >> (8 * (i & 3) + 2 * k)) & 3) << 4);
+        o[i] = s * (float)(v - 32);
+    }
+}
+template <> __device__ __forceinline__ void deq8<TL_TYPE_F32>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
+    const float4 *p = (const float4 *)((const uint8_t *)w.q + w.q_row * row + g * 32);
+    float4 a = p[0], b = p[1];
+    o[0] = a.x; o[1] = a.y; o[2] = a.z; o[3] = a.w; o[4] = b.x; o[5] = b.y; o[6] = b.z; o[7] = b.w;
+}
+
+template <int T> __global__ void dequant_f16_k(const tlc_weight w, __half *out) {
+    int64_t ng = w.n_in / 8;
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= ng * w.n_out) return;
+    int64_t row = i / ng, g = i % ng;
+    float v[8];
+    deq8<T>(w, row, g, v);
+    uint4 pk;
+    __half2 h0 = __floats2half2_rn(v[0], v[1]), h1 = __floats2half2_rn(v[2], v[3]),
+            h2 = __floats2half2_rn(v[4], v[5]), h3 = __floats2half2_rn(v[6], v[7]);
+    pk.x = *(uint32_t *)&h0; pk.y = *(uint32_t *)&h1; pk.z = *(uint32_t *)&h2; pk.w = *(uint32_t *)&h3;
+    *(uint4 *)(out + row * w.n_in + g * 8) = pk;
+}
+
+__global__ void bf16_to_f16_k(const __nv_bfloat16 *in, __half *out, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2half(__bfloat162float(in[i]));
+}
+
+tl_status tlc_dequant_launch(tlc_ctx *c, const tlc_weight *w, __half *out) {
+    int64_t n = w->n_in / 8 * w->n_out;
+    unsigned nb = tlc_div_up(n, 256);
+    switch (w->type) {
+    case TL_TYPE_Q4_0: dequant_f16_k<TL_TYPE_Q4_0><<<nb, 256, 0, c->stream>>>(*w, out); break;
+    case TL_TYPE_Q4_1: dequant_f16_k<TL_TYPE_Q4_1><<<nb, 256, 0, c->stream>>>(*w, out); break;
+    case TL_TYPE_Q8_0: dequant_f16_k<TL_TYPE_Q8_0><<<nb, 256, 0, c->stream>>>(*w, out); break;
+    case TL_TYPE_Q4_K: dequant_f16_k<TL_TYPE_Q4_K><<<nb, 256, 0, c->stream>>>(*w, out); break;
+    case TL_TYPE_Q6_K: dequant_f16_k<TL_TYPE_Q6_K><<<nb, 256, 0, c->stream>>>(*w, out); break;
+    case TL_TYPE_F32: dequant_f16_k<TL_TYPE_F32><<<nb, 256, 0, c->stream>>>(*w, out); break;
+    case TL_TYPE_F16:
+        TLC_TRY(cudaMemcpyAsync(out, w->q, (size_t)w->n_in * w->n_out * 2, cudaMemcpyDeviceToDevice, c->stream),
+                "dequantize (copy)");
+        return TL_OK;
+    case TL_TYPE_BF16:
+        bf16_to_f16_k<<<tlc_div_up(w->n_in * w->n_out, 256), 256, 0, c->stream>>>(
+            (const __nv_bfloat16 *)w->q, out, w->n_in * w->n_out);
+        break;
+    default: return tl_err(TL_ERR_UNSUPPORTED, "cuda: dequantize %s", tl_type_name(w->type));
+    }
+    TLC_LAUNCH_CHECK("dequantize to f16");
+    return TL_OK;
+}
+
+tl_status tlc_dequant_f16(tlc_ctx *c, const tlc_weight *w, void *out) {
+    return tlc_dequant_launch(c, w, (__half *)out);
+}
+
+__global__ void get_rows_k(const tlc_weight w, const int32_t *tok, float *out) {
+    pdl_trigger();
+    pdl_wait();
+    int64_t t = blockIdx.x;
+    int64_t row = tok[t];
+    if (row < 0 || row >= w.n_out) row = 0; /* the caller validates ids; never read out of bounds */
+    for (int64_t ch = threadIdx.x; ch < w.n_in / 32; ch += blockDim.x) {
+        float v[32];
+        tlc_deq_chunk(w, row, ch, v);
+        float4 *o = (float4 *)(out + t * w.n_in + ch * 32);
+        for (int j = 0; j < 8; j++) o[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+    }
+}
+
+tl_status tlc_get_rows(tlc_ctx *c, const tlc_weight *w, const int32_t *d_tokens, int64_t n_tok,
+                       float *out) {
+    if (n_tok <= 0) return TL_OK;
+    TLC_TRY(tlc_launch(c, get_rows_k, dim3((unsigned)n_tok), dim3(128), 0, *w, d_tokens, out), "get_rows");
+    return TL_OK;
+}
+
+/* ---- GEMM ------------------------------------------------------------------ */
+
+__global__ void f32_to_f16_k(const float *x, __half *y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __float2half(x[i]);
+}
+__global__ void f32_to_bf16_k(const float *x, __nv_bfloat16 *y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __float2bfloat16(x[i]);
+}
+
+size_t tlc_gemm_scratch_halves(const tlc_weight *w, int64_t n_tok) {
+    size_t wh = (w->type == TL_TYPE_F16 || w->type == TL_TYPE_BF16) ? 0 : (size_t)w->n_in * w->n_out;
+    return wh + (size_t)n_tok * w->n_in + 128;
+}
+
+tlc_weight tlc_weight_rows(const tlc_weight *w, int64_t row0, int64_t n) {
+    tlc_weight v = *w;
+    v.q = (uint8_t *)w->q + w->q_row * (size_t)row0;
+    v.s = w->s ? (uint8_t *)w->s + w->s_row * (size_t)row0 : NULL;
+    v.n_out = n;
+    return v;
+}
+
+tl_status tlc_gemm(tlc_ctx *c, const tlc_weight *w, const float *x, int64_t n_tok, float *y,
+                   int mode, void *scratch) {
+    return tlc_gemm_ex(c, w, x, n_tok, y, w->n_out, mode, scratch);
+}
+
+tl_status tlc_gemm_ex(tlc_ctx *c, const tlc_weight *w, const float *x, int64_t n_tok, float *y,
+                      int64_t ldy, int mode, void *scratch) {
+    if (n_tok <= 0) return TL_OK;
+    bool bf = w->type == TL_TYPE_BF16;
+    const void *wa;
+    __half *xs;
+    if (w->type == TL_TYPE_F16 || bf) {
+        wa = w->q;
+        xs = (__half *)scratch;
+    } else {
+        tl_status s = tlc_dequant_launch(c, w, (__half *)scratch);
+        if (s) return s;
+        wa = scratch;
+        xs = (__half *)scratch + (size_t)w->n_in * w->n_out;
+    }
+    int64_t nx = n_tok * w->n_in;
+    if (bf)
+        f32_to_bf16_k<<<tlc_div_up(nx, 256), 256, 0, c->stream>>>(x, (__nv_bfloat16 *)xs, nx);
+    else
+        f32_to_f16_k<<<tlc_div_up(nx, 256), 256, 0, c->stream>>>(x, xs, nx);
+    TLC_LAUNCH_CHECK("gemm: convert activations");
+    float alpha = 1.0f, beta = (mode & TLC_MV_ACCUM) ? 1.0f : 0.0f;
+    cudaDataType_t dt = bf ? CUDA_R_16BF : CUDA_R_16F;
+    /* column-major view: Y^T [n_out x n_tok] = W [n_in x n_out]^T * X^T [n_in x n_tok] */
+    cublasStatus_t bs = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, (int)n_tok,
+                                     (int)w->n_in, &alpha, wa, dt, (int)w->n_in, xs, dt,
+                                     (int)w->n_in, &beta, y, CUDA_R_32F, (int)ldy,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return tl_err(TL_ERR_BACKEND, "cuda: cublasGemmEx %lldx%lldx%lld (%s) failed: status %d",
+                      (long long)w->n_out, (long long)n_tok, (long long)w->n_in,
+                      tl_type_name(w->type), (int)bs);
+    return TL_OK;
+}

@@ -1,0 +1,696 @@
+/* tests/gpu/test_cuda_kernels: every CUDA kernel of src/backend/cuda against
+ * its CPU twin, on random inputs, outputs poisoned with NaN before each run.
+ * Built only with TALLOW_CUDA=ON and not registered with ctest (CI has no
+ * GPU); bench/cuda_bench.sh runs it on the H200.
+ *
+ * Oracles: weights are random GGUF blocks (random quant bytes, random finite
+ * scales) dequantized by quant_dequantize (src/quant, written independently
+ * of these kernels, bit-exact with the GGUF spec); references are computed
+ * in float64 on the CPU. Tolerances (relative L2 error unless noted):
+ *  - float weights (F32/F16/BF16) matvec: 1e-5 (f32 accumulation);
+ *  - quantized matvec: 2e-5 against W . dequant(q8_1(x)) (the exact function
+ *    computed: int8 activations, f32 scales) and 2e-2 against W . x (the
+ *    int8 activation rounding: ~0.4% per element, reported);
+ *  - GEMM (f16 tensor cores, f32 accumulate): 3e-3;
+ *  - rmsnorm / rope / silu / add: 1e-5; attention over f16 KV: 1e-4 against
+ *    a reference using the same f16-rounded K and V;
+ *  - get_rows: 1e-6; dequant to f16: 1e-3 (f16 rounding of the output).
+ * With --bench: ceilings (copy bandwidth, f16 GEMM) and matvec timings on
+ * Llama-3-8B shapes per type, as GB/s and fraction of the copy ceiling. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "base/fp16.h"
+#include "quant/quant.h"
+}
+#include "backend/cuda/cuda_backend.h"
+
+static int n_pass, n_fail, n_skip;
+
+#define CHECK(cond, ...)                                                                          \
+    do {                                                                                          \
+        if (cond) {                                                                               \
+            n_pass++;                                                                             \
+        } else {                                                                                  \
+            n_fail++;                                                                             \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                         \
+            fprintf(stderr, "\n");                                                                \
+        }                                                                                         \
+    } while (0)
+
+#define OK(call)                                                                                  \
+    do {                                                                                          \
+        tl_status s_ = (call);                                                                    \
+        if (s_ != TL_OK) {                                                                        \
+            fprintf(stderr, "FATAL %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,             \
+                    tl_status_str(s_), tl_last_error());                                          \
+            exit(1);                                                                              \
+        }                                                                                         \
+    } while (0)
+
+/* ---- random ----------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float rnd_unif(void) { return (rnd_u32() >> 8) * (1.0f / 16777216.0f); }
+static float rnd_normal(void) {
+    float u1 = rnd_unif() + 1e-7f, u2 = rnd_unif();
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+/* random raw GGUF data for n_out rows of n_in: random bytes, then every scale
+ * field set to a random finite half so values stay in a sane range */
+static std::vector<uint8_t> random_weight(tl_type t, int64_t n_in, int64_t n_out) {
+    size_t row = tl_row_bytes(t, n_in);
+    std::vector<uint8_t> w(row * n_out);
+    if (t == TL_TYPE_F32 || t == TL_TYPE_F16 || t == TL_TYPE_BF16) {
+        for (int64_t i = 0; i < n_in * n_out; i++) {
+            float v = rnd_normal() * 0.05f;
+            if (t == TL_TYPE_F32) memcpy(&w[i * 4], &v, 4);
+            else {
+                uint16_t h = t == TL_TYPE_F16 ? tl_fp32_to_fp16(v) : tl_fp32_to_bf16(v);
+                memcpy(&w[i * 2], &h, 2);
+            }
+        }
+        return w;
+    }
+    for (auto &b : w) b = (uint8_t)rnd_u32();
+    const tl_type_info *ti = tl_type_get(t);
+    size_t nblk = w.size() / ti->size;
+    for (size_t b = 0; b < nblk; b++) {
+        uint8_t *p = &w[b * ti->size];
+        auto seth = [&](size_t off, float v) {
+            uint16_t h = tl_fp32_to_fp16(v);
+            memcpy(p + off, &h, 2);
+        };
+        switch (t) {
+        case TL_TYPE_Q4_0: case TL_TYPE_Q8_0: seth(0, (0.5f + rnd_unif()) * 0.01f); break;
+        case TL_TYPE_Q4_1: seth(0, (0.5f + rnd_unif()) * 0.01f); seth(2, -0.08f * rnd_unif()); break;
+        case TL_TYPE_Q4_K: seth(0, (0.5f + rnd_unif()) * 0.001f); seth(2, (0.5f + rnd_unif()) * 0.001f); break;
+        case TL_TYPE_Q6_K: seth(208, (0.5f + rnd_unif()) * 0.001f); break;
+        default: break;
+        }
+    }
+    return w;
+}
+
+static bool cpu_dequant(tl_type t, const std::vector<uint8_t> &raw, int64_t n_in, int64_t n_out,
+                        std::vector<float> &out) {
+    out.resize((size_t)n_in * n_out);
+    size_t row = tl_row_bytes(t, n_in);
+    for (int64_t r = 0; r < n_out; r++)
+        if (quant_dequantize(t, &raw[r * row], &out[r * n_in], n_in) != TL_OK) return false;
+    return true;
+}
+
+static double rel_err(const float *a, const double *ref, size_t n, size_t *n_nan) {
+    double num = 0, den = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) { bad++; continue; }
+        double d = a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    if (n_nan) *n_nan = bad;
+    return bad ? INFINITY : sqrt(num / (den > 0 ? den : 1e-300));
+}
+
+/* q8_1 as the GPU computes it: per 32 values d = amax/127, q = rint(v/d) */
+static void cpu_q8_1(const float *x, int64_t n, std::vector<float> &xq) {
+    xq.resize(n);
+    for (int64_t b = 0; b < n / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        float d = amax / 127.0f;
+        for (int i = 0; i < 32; i++) xq[b * 32 + i] = d > 0 ? d * nearbyintf(x[b * 32 + i] / d) : 0.0f;
+    }
+}
+
+struct dbuf {
+    void *p = nullptr;
+    size_t n = 0;
+    tlc_ctx *c = nullptr;
+    dbuf(tlc_ctx *c_, size_t bytes, const char *what) : n(bytes), c(c_) { OK(tlc_alloc(c, bytes, what, &p)); }
+    ~dbuf() { tlc_dfree(c, p, n); }
+    float *f() { return (float *)p; }
+    void poison() { OK(tlc_memset(c, p, 0xFF, n)); } /* all-ones bytes: NaN floats */
+};
+
+static void up(tlc_ctx *c, dbuf &d, const void *h, size_t n) { OK(tlc_upload(c, d.p, h, n)); }
+static std::vector<float> down(tlc_ctx *c, dbuf &d, size_t n_floats) {
+    std::vector<float> v(n_floats);
+    OK(tlc_download(c, v.data(), d.p, n_floats * 4));
+    return v;
+}
+
+static const tl_type all_types[] = {TL_TYPE_F32, TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_Q4_0,
+                                    TL_TYPE_Q4_1, TL_TYPE_Q8_0, TL_TYPE_Q4_K, TL_TYPE_Q6_K};
+
+static bool is_quant(tl_type t) { return !(t == TL_TYPE_F32 || t == TL_TYPE_F16 || t == TL_TYPE_BF16); }
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_weights(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
+    std::vector<uint8_t> raw = random_weight(t, n_in, n_out);
+    std::vector<float> W;
+    if (!cpu_dequant(t, raw, n_in, n_out, W)) {
+        printf("  skip %-5s %lldx%lld: CPU dequantizer missing (%s)\n", tl_type_name(t),
+               (long long)n_out, (long long)n_in, tl_last_error());
+        n_skip++;
+        return;
+    }
+    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
+    tlc_weight w;
+    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+
+    std::vector<float> x(n_in), xq, acc0(n_out);
+    for (auto &v : x) v = rnd_normal();
+    for (auto &v : acc0) v = rnd_normal();
+    cpu_q8_1(x.data(), n_in, xq);
+    std::vector<double> ref(n_out), refq(n_out);
+    for (int64_t r = 0; r < n_out; r++) {
+        double s = 0, sq = 0;
+        for (int64_t i = 0; i < n_in; i++) {
+            s += (double)W[r * n_in + i] * x[i];
+            sq += (double)W[r * n_in + i] * xq[i];
+        }
+        ref[r] = s;
+        refq[r] = sq;
+    }
+    dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), dy(c, n_out * 4, "y");
+    up(c, dx, x.data(), n_in * 4);
+    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+    const double *r_exact = is_quant(t) ? refq.data() : ref.data();
+    double tol = is_quant(t) ? 2e-5 : 1e-5;
+
+    /* store */
+    dy.poison();
+    OK(tlc_matvec(c, &w, dx.f(), dq.p, dy.f(), TLC_MV_STORE));
+    OK(tlc_sync(c));
+    std::vector<float> y = down(c, dy, n_out);
+    size_t nn;
+    double e = rel_err(y.data(), r_exact, n_out, &nn);
+    double e2 = rel_err(y.data(), ref.data(), n_out, NULL);
+    CHECK(e < tol, "matvec %s %lldx%lld: rel err %.3g (tol %.1g), %zu non-finite", tl_type_name(t),
+          (long long)n_out, (long long)n_in, e, tol, nn);
+    CHECK(e2 < 2e-2, "matvec %s vs exact-x reference: %.3g", tl_type_name(t), e2);
+    printf("  matvec %-5s %6lldx%-6lld rel err %.2e (vs f32-x ref %.2e)\n", tl_type_name(t),
+           (long long)n_out, (long long)n_in, e, e2);
+
+    /* accumulate */
+    up(c, dy, acc0.data(), n_out * 4);
+    OK(tlc_matvec(c, &w, dx.f(), dq.p, dy.f(), TLC_MV_ACCUM));
+    y = down(c, dy, n_out);
+    std::vector<double> ra(n_out);
+    for (int64_t r = 0; r < n_out; r++) ra[r] = r_exact[r] + acc0[r];
+    e = rel_err(y.data(), ra.data(), n_out, &nn);
+    CHECK(e < tol, "matvec accum %s: %.3g, %zu non-finite", tl_type_name(t), e, nn);
+
+    /* GLU: rows [0, m) gate, [m, 2m) up */
+    if (n_out % 2 == 0) {
+        int64_t m = n_out / 2;
+        dy.poison();
+        OK(tlc_matvec(c, &w, dx.f(), dq.p, dy.f(), TLC_MV_GLU));
+        y = down(c, dy, m);
+        std::vector<double> rg(m);
+        for (int64_t i = 0; i < m; i++) {
+            double g = r_exact[i], u = r_exact[i + m];
+            rg[i] = g / (1.0 + exp(-g)) * u;
+        }
+        e = rel_err(y.data(), rg.data(), m, &nn);
+        CHECK(e < 4 * tol, "matvec glu %s: %.3g, %zu non-finite", tl_type_name(t), e, nn);
+    }
+
+    /* get_rows */
+    int32_t toks[3] = {0, (int32_t)(n_out - 1), (int32_t)(n_out / 2)};
+    dbuf dt(c, sizeof toks, "toks"), dr(c, 3 * n_in * 4, "rows");
+    up(c, dt, toks, sizeof toks);
+    dr.poison();
+    OK(tlc_get_rows(c, &w, (const int32_t *)dt.p, 3, dr.f()));
+    std::vector<float> rows = down(c, dr, 3 * n_in);
+    std::vector<double> rr(3 * n_in);
+    for (int k = 0; k < 3; k++)
+        for (int64_t i = 0; i < n_in; i++) rr[k * n_in + i] = W[toks[k] * n_in + i];
+    e = rel_err(rows.data(), rr.data(), 3 * n_in, &nn);
+    CHECK(e < 1e-6, "get_rows %s: %.3g, %zu non-finite", tl_type_name(t), e, nn);
+
+    /* GEMM: 37 tokens */
+    const int64_t nt = 37;
+    std::vector<float> X(nt * n_in);
+    for (auto &v : X) v = rnd_normal();
+    dbuf dX(c, X.size() * 4, "X"), dY(c, nt * n_out * 4, "Y"),
+        scr(c, tlc_gemm_scratch_halves(&w, nt) * 2, "gemm scratch");
+    up(c, dX, X.data(), X.size() * 4);
+    dY.poison();
+    OK(tlc_gemm(c, &w, dX.f(), nt, dY.f(), TLC_MV_STORE, scr.p));
+    std::vector<float> Y = down(c, dY, nt * n_out);
+    std::vector<double> RY(nt * n_out);
+    for (int64_t tk = 0; tk < nt; tk++)
+        for (int64_t r = 0; r < n_out; r++) {
+            double s = 0;
+            for (int64_t i = 0; i < n_in; i++) s += (double)W[r * n_in + i] * X[tk * n_in + i];
+            RY[tk * n_out + r] = s;
+        }
+    e = rel_err(Y.data(), RY.data(), nt * n_out, &nn);
+    double gtol = t == TL_TYPE_BF16 ? 1e-2 : 3e-3;
+    CHECK(e < gtol, "gemm %s: %.3g (tol %.0e), %zu non-finite", tl_type_name(t), e, gtol, nn);
+    printf("  gemm   %-5s %6lldx%-6lld x %lld tokens: rel err %.2e\n", tl_type_name(t), (long long)n_out,
+           (long long)n_in, (long long)nt, e);
+}
+
+static void test_norm_prep(tlc_ctx *c) {
+    const int64_t n = 4096, rows = 3;
+    std::vector<float> x(n * rows), w(n);
+    for (auto &v : x) v = rnd_normal() * 3.0f;
+    for (auto &v : w) v = 1.0f + 0.1f * rnd_normal();
+    dbuf dx(c, x.size() * 4, "x"), dw(c, n * 4, "w"), df(c, x.size() * 4, "f"),
+        dq(c, tlc_q8_bytes(n) * rows, "q");
+    up(c, dx, x.data(), x.size() * 4);
+    up(c, dw, w.data(), n * 4);
+    df.poison();
+    dq.poison();
+    OK(tlc_act_prep(c, dx.f(), dw.f(), 1e-5f, n, rows, df.f(), dq.p));
+    std::vector<float> f = down(c, df, x.size());
+    std::vector<uint8_t> q(tlc_q8_bytes(n) * rows);
+    OK(tlc_download(c, q.data(), dq.p, q.size()));
+    std::vector<double> ref(x.size());
+    for (int64_t r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++) ss += (double)x[r * n + i] * x[r * n + i];
+        double sc = 1.0 / sqrt(ss / n + 1e-5);
+        for (int64_t i = 0; i < n; i++) ref[r * n + i] = x[r * n + i] * sc * w[i];
+    }
+    size_t nn;
+    double e = rel_err(f.data(), ref.data(), ref.size(), &nn);
+    CHECK(e < 1e-5, "rmsnorm: %.3g, %zu non-finite", e, nn);
+    /* q8_1: |dequant - v| <= d/2 and the stored sum matches */
+    int bad = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const int8_t *qs = (const int8_t *)&q[r * tlc_q8_bytes(n)];
+        const float *ds = (const float *)(qs + n);
+        for (int64_t b = 0; b < n / 32; b++) {
+            float d = ds[2 * b];
+            int sum = 0;
+            for (int i = 0; i < 32; i++) {
+                double v = ref[r * n + b * 32 + i];
+                sum += qs[b * 32 + i];
+                if (fabs(d * qs[b * 32 + i] - v) > d * 0.5 + 1e-6 * fabs(v)) bad++;
+            }
+            if (fabs(ds[2 * b + 1] - d * sum) > 1e-5 * fabs(d) * 32 * 127) bad++;
+        }
+    }
+    CHECK(bad == 0, "act_prep q8_1: %d bad values", bad);
+    printf("  rmsnorm+q8_1 prep: rel err %.2e, %d bad quants\n", e, bad);
+}
+
+static void test_rope(tlc_ctx *c, bool neox, bool ffac) {
+    const int nt = 5, nh = 4, hd = 128, n_rot = 128;
+    const float base = 500000.0f, scale = 2.0f;
+    const int32_t pos0 = 1000;
+    std::vector<float> x(nt * nh * hd), ff(n_rot / 2);
+    for (auto &v : x) v = rnd_normal();
+    for (auto &v : ff) v = 1.0f + 7.0f * rnd_unif();
+    dbuf dx(c, x.size() * 4, "x"), dp(c, 4, "pos"), dff(c, ff.size() * 4, "ff");
+    up(c, dx, x.data(), x.size() * 4);
+    up(c, dp, &pos0, 4);
+    up(c, dff, ff.data(), ff.size() * 4);
+    tlc_rope_params p = {n_rot, neox, base, scale, ffac ? dff.f() : NULL};
+    OK(tlc_rope(c, dx.f(), nt, 0, nh, hd, (const int32_t *)dp.p, &p));
+    std::vector<float> y = down(c, dx, x.size());
+    std::vector<double> ref(x.begin(), x.end());
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < n_rot / 2; i++) {
+                double th = (pos0 + t) / (double)scale * pow(base, -2.0 * i / n_rot);
+                if (ffac) th /= ff[i];
+                int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
+                double *r = &ref[(t * nh + h) * hd];
+                const float *xi = &x[(t * nh + h) * hd];
+                r[a] = xi[a] * cos(th) - xi[b] * sin(th);
+                r[b] = xi[a] * sin(th) + xi[b] * cos(th);
+            }
+    size_t nn;
+    double e = rel_err(y.data(), ref.data(), ref.size(), &nn);
+    /* f32 angles at position ~1000: |theta| error ~ 1e-4 rad at worst */
+    CHECK(e < 2e-4, "rope neox=%d ff=%d: %.3g, %zu non-finite", neox, ffac, e, nn);
+    printf("  rope   %s%s: rel err %.2e\n", neox ? "neox" : "norm", ffac ? "+freq_factors" : "", e);
+}
+
+static void test_elem(tlc_ctx *c) {
+    const int64_t n = 100003;
+    std::vector<float> a(n), b(n);
+    for (auto &v : a) v = rnd_normal() * 4;
+    for (auto &v : b) v = rnd_normal();
+    dbuf da(c, n * 4, "a"), db(c, n * 4, "b"), dout(c, n * 4, "o"), di(c, 4, "i");
+    up(c, da, a.data(), n * 4);
+    up(c, db, b.data(), n * 4);
+    std::vector<double> r(n);
+    size_t nn;
+    dout.poison();
+    OK(tlc_add(c, da.f(), db.f(), dout.f(), n));
+    std::vector<float> o = down(c, dout, n);
+    for (int64_t i = 0; i < n; i++) r[i] = (double)a[i] + b[i];
+    CHECK(rel_err(o.data(), r.data(), n, &nn) < 1e-7, "add");
+    dout.poison();
+    OK(tlc_silu_mul(c, da.f(), db.f(), dout.f(), n));
+    o = down(c, dout, n);
+    for (int64_t i = 0; i < n; i++) r[i] = a[i] / (1.0 + exp(-(double)a[i])) * b[i];
+    double e = rel_err(o.data(), r.data(), n, &nn);
+    CHECK(e < 1e-6, "silu_mul: %.3g", e);
+    /* argmax with a tie: the lower index wins */
+    a[77777] = 100.0f;
+    a[88888] = 100.0f;
+    up(c, da, a.data(), n * 4);
+    OK(tlc_memset(c, di.p, 0xFF, 4));
+    OK(tlc_argmax(c, da.f(), n, (int32_t *)di.p));
+    int32_t am = -1;
+    OK(tlc_download(c, &am, di.p, 4));
+    CHECK(am == 77777, "argmax: %d", am);
+}
+
+static void test_attention(tlc_ctx *c, int hd, int nh, int nkv, int n_ctx, int pos, bool f16, int n_tok) {
+    /* fill cache positions [0, pos + n_tok) through kv_store in two batches,
+     * then attend with n_tok queries at pos.. (prefill) or one (decode) */
+    int G = nh / nkv;
+    size_t cache = (size_t)nkv * n_ctx * hd;
+    tl_type kt = f16 ? TL_TYPE_F16 : TL_TYPE_F32;
+    size_t es = f16 ? 2 : 4;
+    int total = pos + n_tok;
+    std::vector<float> K((size_t)total * nkv * hd), V(K.size()), Q((size_t)n_tok * nh * hd);
+    for (auto &v : K) v = rnd_normal();
+    for (auto &v : V) v = rnd_normal();
+    for (auto &v : Q) v = rnd_normal();
+    dbuf dk(c, cache * es, "kc"), dv(c, cache * es, "vc"), dK(c, K.size() * 4, "K"), dV(c, V.size() * 4, "V"),
+        dq(c, Q.size() * 4, "q"), dout(c, Q.size() * 4, "out"), dp(c, 4, "pos"),
+        scr(c, tlc_attn_decode_scratch(nh, hd) * 4, "scratch");
+    up(c, dK, K.data(), K.size() * 4);
+    up(c, dV, V.data(), V.size() * 4);
+    up(c, dq, Q.data(), Q.size() * 4);
+    int32_t p0 = 0;
+    up(c, dp, &p0, 4);
+    OK(tlc_kv_store(c, dK.f(), dV.f(), total, 0, nkv, hd, dk.p, dv.p, kt, n_ctx, (const int32_t *)dp.p));
+    up(c, dp, &pos, 4);
+    float scale = 1.0f / sqrtf((float)hd);
+    dout.poison();
+    dbuf dq8(c, tlc_q8_bytes((int64_t)nh * hd), "out q8");
+    if (n_tok == 1)
+        OK(tlc_attn_decode(c, dq.f(), dk.p, dv.p, kt, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale,
+                           scr.f(), dout.f(), dq8.p));
+    else
+        OK(tlc_attn_prefill(c, dq.f(), 0, dk.p, dv.p, kt, nh, nkv, hd, n_ctx, n_tok, (const int32_t *)dp.p,
+                            scale, dout.f()));
+    std::vector<float> o = down(c, dout, Q.size());
+    auto rq = [&](float v) { return f16 ? (double)tl_fp16_to_fp32(tl_fp32_to_fp16(v)) : (double)v; };
+    std::vector<double> ref(Q.size());
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < nh; h++) {
+            int kh = h / G, len = pos + t + 1;
+            std::vector<double> s(len);
+            double mx = -1e300;
+            for (int p = 0; p < len; p++) {
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)Q[((size_t)t * nh + h) * hd + i] * rq(K[((size_t)p * nkv + kh) * hd + i]);
+                s[p] = d * scale;
+                mx = std::max(mx, s[p]);
+            }
+            double l = 0;
+            for (int p = 0; p < len; p++) l += (s[p] = exp(s[p] - mx));
+            for (int i = 0; i < hd; i++) {
+                double a = 0;
+                for (int p = 0; p < len; p++) a += s[p] * rq(V[((size_t)p * nkv + kh) * hd + i]);
+                ref[((size_t)t * nh + h) * hd + i] = a / l;
+            }
+        }
+    if (n_tok == 1) { /* the fused q8_1 output: |d q - out| <= d/2 per value */
+        std::vector<uint8_t> q8(tlc_q8_bytes((int64_t)nh * hd));
+        OK(tlc_download(c, q8.data(), dq8.p, q8.size()));
+        const int8_t *qs = (const int8_t *)q8.data();
+        const float *ds = (const float *)(qs + (size_t)nh * hd);
+        int bad = 0;
+        for (size_t i = 0; i < (size_t)nh * hd; i++)
+            if (!(fabs(ds[2 * (i / 32)] * qs[i] - o[i]) <= 0.5 * ds[2 * (i / 32)] + 1e-6)) bad++;
+        CHECK(bad == 0, "attention q8_1 output: %d bad values", bad);
+    }
+    size_t nn;
+    double e = rel_err(o.data(), ref.data(), ref.size(), &nn);
+    CHECK(e < 1e-4, "attention hd=%d heads=%d/%d pos=%d f16=%d n_tok=%d: %.3g, %zu non-finite", hd, nh, nkv,
+          pos, f16, n_tok, e, nn);
+    printf("  attn   %s hd=%d heads %d/%d pos %d %s: rel err %.2e\n", n_tok == 1 ? "decode " : "prefill", hd,
+           nh, nkv, pos, f16 ? "f16" : "f32", e);
+}
+
+static void test_rope_kv(tlc_ctx *c, bool neox) {
+    /* the fused decode op must equal rope (tested against float64 above) +
+     * kv_store on the same inputs: q/k rotated in place, k/v in the cache */
+    const int nh = 8, nkv = 2, hd = 64, n_ctx = 64;
+    const int32_t pos = 17;
+    const int n = (nh + 2 * nkv) * hd;
+    std::vector<float> x(n), ff(hd / 2);
+    for (auto &v : x) v = rnd_normal();
+    for (auto &v : ff) v = 1.0f + 3.0f * rnd_unif();
+    size_t cache = (size_t)nkv * n_ctx * hd * 2;
+    dbuf a(c, n * 4, "a"), b(c, n * 4, "b"), dp(c, 4, "pos"), dff(c, ff.size() * 4, "ff"), k1(c, cache, "k1"),
+        v1(c, cache, "v1"), k2(c, cache, "k2"), v2(c, cache, "v2");
+    up(c, a, x.data(), n * 4);
+    up(c, b, x.data(), n * 4);
+    up(c, dp, &pos, 4);
+    up(c, dff, ff.data(), ff.size() * 4);
+    for (dbuf *d : {&k1, &v1, &k2, &v2}) OK(tlc_memset(c, d->p, 0, cache));
+    tlc_rope_params p = {hd, neox, 10000.0f, 1.0f, dff.f()};
+    OK(tlc_rope_kv(c, a.f(), nh, nkv, hd, k1.p, v1.p, n_ctx, (const int32_t *)dp.p, &p));
+    OK(tlc_rope(c, b.f(), 1, 0, nh + nkv, hd, (const int32_t *)dp.p, &p));
+    OK(tlc_kv_store(c, b.f() + nh * hd, b.f() + (nh + nkv) * hd, 1, 0, nkv, hd, k2.p, v2.p, TL_TYPE_F16, n_ctx,
+                    (const int32_t *)dp.p));
+    std::vector<float> ya = down(c, a, n), yb = down(c, b, n);
+    std::vector<uint8_t> c1(cache), c2(cache), c3(cache), c4(cache);
+    OK(tlc_download(c, c1.data(), k1.p, cache));
+    OK(tlc_download(c, c2.data(), k2.p, cache));
+    OK(tlc_download(c, c3.data(), v1.p, cache));
+    OK(tlc_download(c, c4.data(), v2.p, cache));
+    /* tolerance: the two kernels may contract the rotation's mul/add into
+     * FMAs differently (1 ulp), and the cache holds f16 */
+    double dmax = 0;
+    for (int i = 0; i < (nh + nkv) * hd; i++) dmax = std::max(dmax, (double)fabsf(ya[i] - yb[i]));
+    CHECK(dmax < 1e-5, "rope_kv q/k differ from rope by %.3g", dmax);
+    int bad = 0;
+    for (size_t i = 0; i < cache / 2; i++) {
+        uint16_t h1, h2, h3, h4;
+        memcpy(&h1, &c1[2 * i], 2); memcpy(&h2, &c2[2 * i], 2);
+        memcpy(&h3, &c3[2 * i], 2); memcpy(&h4, &c4[2 * i], 2);
+        float f1 = tl_fp16_to_fp32(h1), f2 = tl_fp16_to_fp32(h2);
+        if (fabsf(f1 - f2) > 1e-3f * fabsf(f2) + 1e-6f || h3 != h4) bad++;
+    }
+    CHECK(bad == 0, "rope_kv cache differs from kv_store in %d values", bad);
+}
+
+static void test_graph(tlc_ctx *c) {
+    /* capture act_prep + matvec + argmax + pos advance; replays must match
+     * the eager result, and the position must advance on the device */
+    const int64_t n_in = 1024, n_out = 4096;
+    std::vector<uint8_t> raw = random_weight(TL_TYPE_Q8_0, n_in, n_out);
+    dbuf dw(c, tlc_weight_bytes(TL_TYPE_Q8_0, n_in, n_out), "w"), stg(c, raw.size(), "stg");
+    tlc_weight w;
+    OK(tlc_weight_upload(c, &w, TL_TYPE_Q8_0, n_in, n_out, raw.data(), dw.p, stg.p));
+    std::vector<float> x(n_in);
+    for (auto &v : x) v = rnd_normal();
+    dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "q"), dy(c, n_out * 4, "y"), dtok(c, 4, "tok"),
+        dp(c, 4, "pos");
+    up(c, dx, x.data(), n_in * 4);
+    int32_t zero = 0;
+    up(c, dp, &zero, 4);
+    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+    OK(tlc_matvec(c, &w, NULL, dq.p, dy.f(), TLC_MV_STORE));
+    OK(tlc_argmax(c, dy.f(), n_out, (int32_t *)dtok.p));
+    int32_t eager = -1;
+    OK(tlc_download(c, &eager, dtok.p, 4));
+    tlc_graph *g;
+    OK(tlc_graph_begin(c));
+    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+    OK(tlc_matvec(c, &w, NULL, dq.p, dy.f(), TLC_MV_STORE));
+    OK(tlc_argmax(c, dy.f(), n_out, (int32_t *)dtok.p));
+    OK(tlc_pos_advance(c, (int32_t *)dp.p, 1));
+    OK(tlc_graph_end(c, &g));
+    OK(tlc_memset(c, dtok.p, 0xFF, 4));
+    for (int i = 0; i < 5; i++) OK(tlc_graph_launch(c, g));
+    int32_t tok = -1, pos = -1;
+    OK(tlc_download(c, &tok, dtok.p, 4));
+    OK(tlc_download(c, &pos, dp.p, 4));
+    CHECK(tok == eager && pos == 5, "graph replay: token %d (eager %d), pos %d (want 5)", tok, eager, pos);
+    tlc_graph_free(g);
+}
+
+static void test_oom(tlc_ctx *c) {
+    void *p = NULL;
+    tl_status s = tlc_alloc(c, (size_t)1 << 50, "a test allocation", &p);
+    CHECK(s == TL_ERR_NOMEM && p == NULL, "huge alloc: status %d", (int)s);
+    CHECK(strstr(tl_last_error(), "1125899906842624 bytes") && strstr(tl_last_error(), "free"),
+          "OOM message names bytes and free memory: %s", tl_last_error());
+    printf("  oom message: %s\n", tl_last_error());
+    /* the context stays usable after the failed allocation */
+    dbuf d(c, 1024, "after oom");
+    OK(tlc_memset(c, d.p, 0, 1024));
+    OK(tlc_sync(c));
+}
+
+/* ---- bench -------------------------------------------------------------------- */
+
+static void bench(tlc_ctx *c) {
+    tlc_device_info di;
+    OK(tlc_get_device_info(c, &di));
+    double bw = 0, tf = 0;
+    OK(tlc_measure_copy_bw(c, (size_t)2 << 30, 20, &bw));
+    OK(tlc_measure_gemm(c, 8192, 10, &tf));
+    printf("\nBENCH device %s, %d SMs, L2 %zu MB\n", di.name, di.n_sm, di.l2_bytes >> 20);
+    printf("BENCH ceiling copy %.0f GB/s (2 GiB device-to-device, read+write)\n", bw);
+    printf("BENCH ceiling gemm f16 %.0f TFLOP/s (8192^3 cuBLAS, random data)\n", tf);
+    struct { int64_t n_out, n_in; const char *what; } shapes[] = {
+        {4096, 4096, "wq/wo"}, {14336, 4096, "gate|up"}, {4096, 14336, "down"},
+        {6144, 4096, "qkv fused"}, {28672, 4096, "gate+up GLU"}, {128256, 4096, "output"}};
+    tl_type types[] = {TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_Q8_0, TL_TYPE_Q4_0, TL_TYPE_Q4_1, TL_TYPE_Q4_K, TL_TYPE_Q6_K};
+    printf("BENCH %-6s %-12s %14s %9s %9s %7s\n", "type", "shape", "", "us", "GB/s", "frac");
+    for (tl_type t : types)
+        for (auto &sh : shapes) {
+            size_t wb = tlc_weight_bytes(t, sh.n_in, sh.n_out);
+            size_t raw = tl_row_bytes(t, sh.n_in) * sh.n_out;
+            /* enough copies that the set is > 4x L2, so each launch streams from HBM */
+            int ncopy = (int)std::max<size_t>(1, (size_t)(4 * di.l2_bytes) / wb + 1);
+            if (ncopy > 16) ncopy = 16;
+            std::vector<uint8_t> h = random_weight(t, sh.n_in, std::min<int64_t>(sh.n_out, 1024));
+            std::vector<uint8_t> hraw(raw);
+            for (size_t i = 0; i < raw; i += h.size()) memcpy(&hraw[i], h.data(), std::min(h.size(), raw - i));
+            void *stg;
+            OK(tlc_alloc(c, raw, "bench staging", &stg));
+            std::vector<void *> mem(ncopy);
+            std::vector<tlc_weight> ws(ncopy);
+            for (int k = 0; k < ncopy; k++) {
+                OK(tlc_alloc(c, wb, "bench weight", &mem[k]));
+                OK(tlc_weight_upload(c, &ws[k], t, sh.n_in, sh.n_out, hraw.data(), mem[k], stg));
+            }
+            tlc_dfree(c, stg, raw);
+            int64_t n_out = sh.n_out;
+            int mode = strstr(sh.what, "GLU") ? TLC_MV_GLU : TLC_MV_STORE;
+            void *x, *xq, *y;
+            OK(tlc_alloc(c, sh.n_in * 4, "x", &x));
+            OK(tlc_alloc(c, tlc_q8_bytes(sh.n_in), "xq", &xq));
+            OK(tlc_alloc(c, n_out * 4, "y", &y));
+            std::vector<float> hx(sh.n_in);
+            for (auto &v : hx) v = rnd_normal();
+            OK(tlc_upload(c, x, hx.data(), sh.n_in * 4));
+            OK(tlc_act_prep(c, (float *)x, NULL, 0, sh.n_in, 1, NULL, xq));
+            const int per_graph = 64;
+            tlc_graph *g;
+            OK(tlc_graph_begin(c));
+            for (int i = 0; i < per_graph; i++)
+                OK(tlc_matvec(c, &ws[i % ncopy], (float *)x, xq, (float *)y, mode));
+            OK(tlc_graph_end(c, &g));
+            tlc_timer *tm;
+            OK(tlc_timer_init(&tm));
+            OK(tlc_graph_launch(c, g));
+            std::vector<double> ts;
+            for (int r = 0; r < 7; r++) {
+                double ms;
+                OK(tlc_timer_start(c, tm));
+                OK(tlc_graph_launch(c, g));
+                OK(tlc_timer_stop(c, tm, &ms));
+                ts.push_back(ms * 1000.0 / per_graph);
+            }
+            std::sort(ts.begin(), ts.end());
+            double us = ts[ts.size() / 2];
+            double bytes = (double)raw + sh.n_in * (is_quant(t) ? 1.125 : 4.0) + (mode == TLC_MV_GLU ? n_out / 2 : n_out) * 4.0;
+            double gbs = bytes / (us * 1e-6) / 1e9;
+            printf("BENCH %-6s %-12s %6lldx%-6lld %9.2f %9.0f %7.3f\n", tl_type_name(t), sh.what,
+                   (long long)sh.n_out, (long long)sh.n_in, us, gbs, gbs / bw);
+            tlc_timer_free(tm);
+            tlc_graph_free(g);
+            for (int k = 0; k < ncopy; k++) tlc_dfree(c, mem[k], wb);
+            tlc_dfree(c, x, sh.n_in * 4);
+            tlc_dfree(c, xq, tlc_q8_bytes(sh.n_in));
+            tlc_dfree(c, y, n_out * 4);
+        }
+    /* prefill GEMM on an 8B layer's shapes, 512 tokens (dequant included) */
+    for (tl_type t : {TL_TYPE_F16, TL_TYPE_Q4_0, TL_TYPE_Q8_0}) {
+        int64_t n_in = 4096, n_out = 14336, nt = 512;
+        size_t raw = tl_row_bytes(t, n_in) * n_out;
+        std::vector<uint8_t> h = random_weight(t, n_in, n_out);
+        void *wm, *stg, *x, *y, *scr;
+        tlc_weight w;
+        OK(tlc_alloc(c, tlc_weight_bytes(t, n_in, n_out), "w", &wm));
+        OK(tlc_alloc(c, raw, "stg", &stg));
+        OK(tlc_weight_upload(c, &w, t, n_in, n_out, h.data(), wm, stg));
+        OK(tlc_alloc(c, nt * n_in * 4, "x", &x));
+        OK(tlc_alloc(c, nt * n_out * 4, "y", &y));
+        OK(tlc_alloc(c, tlc_gemm_scratch_halves(&w, nt) * 2, "scr", &scr));
+        std::vector<float> hx(nt * n_in);
+        for (auto &v : hx) v = rnd_normal();
+        OK(tlc_upload(c, x, hx.data(), hx.size() * 4));
+        tlc_timer *tm;
+        OK(tlc_timer_init(&tm));
+        OK(tlc_gemm(c, &w, (float *)x, nt, (float *)y, 0, scr));
+        std::vector<double> ts;
+        for (int r = 0; r < 9; r++) {
+            double ms;
+            OK(tlc_timer_start(c, tm));
+            OK(tlc_gemm(c, &w, (float *)x, nt, (float *)y, 0, scr));
+            OK(tlc_timer_stop(c, tm, &ms));
+            ts.push_back(ms);
+        }
+        std::sort(ts.begin(), ts.end());
+        double ms = ts[ts.size() / 2];
+        double tfl = 2.0 * n_in * n_out * nt / (ms * 1e-3) / 1e12;
+        printf("BENCH gemm %-5s 14336x4096 x 512 tok: %.3f ms, %.0f TFLOP/s (%.2f of gemm ceiling)\n",
+               tl_type_name(t), ms, tfl, tfl / tf);
+        tlc_timer_free(tm);
+        tlc_dfree(c, wm, 0); tlc_dfree(c, stg, 0); tlc_dfree(c, x, 0); tlc_dfree(c, y, 0); tlc_dfree(c, scr, 0);
+    }
+}
+
+int main(int argc, char **argv) {
+    bool do_bench = argc > 1 && !strcmp(argv[1], "--bench");
+    tlc_ctx *c;
+    if (tlc_init(0, &c) != TL_OK) {
+        printf("skip: %s\n", tl_last_error());
+        return 77;
+    }
+    printf("matvec / get_rows / gemm against quant_dequantize + float64:\n");
+    for (tl_type t : all_types) {
+        test_weights(c, t, 4096, 1000);
+        test_weights(c, t, 768, 38);   /* rows not a multiple of the block's 8 rows, short rows */
+        test_weights(c, t, 14336, 64); /* long rows: several unrolled iterations */
+    }
+    test_norm_prep(c);
+    test_rope(c, false, false);
+    test_rope(c, true, false);
+    test_rope(c, false, true);
+    test_elem(c);
+    test_attention(c, 128, 32, 8, 4096, 0, true, 1);
+    test_attention(c, 128, 32, 8, 4096, 37, true, 1);
+    test_attention(c, 128, 32, 8, 4096, 3000, true, 1);  /* many splits */
+    test_attention(c, 64, 32, 8, 4096, 700, false, 1);
+    test_attention(c, 128, 16, 8, 1024, 100, true, 1);   /* qwen3-0.6b grouping */
+    test_attention(c, 128, 32, 8, 1024, 0, true, 65);    /* prefill from 0 */
+    test_attention(c, 64, 32, 8, 1024, 200, true, 19);   /* prefill continuing a cache */
+    test_rope_kv(c, false);
+    test_rope_kv(c, true);
+    test_graph(c);
+    test_oom(c);
+    OK(tlc_sync(c));
+    printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
+    if (do_bench) bench(c);
+    tlc_free(c);
+    return n_fail ? 1 : 0;
+}
