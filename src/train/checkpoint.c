@@ -1,0 +1,175 @@
+/* train/checkpoint: save and restore training state as safetensors: model
+ * parameters ("model.<name>"), optimizer moments ("optim.m.<name>",
+ * "optim.v.<name>"), and in the metadata the model config, step counters,
+ * the data RNG and the dropout seed, so that a resumed run continues
+ * bit-identically. Floats in metadata are printed with %.17g (round-trip).
+ * Owns: nothing beyond the call. Calls: io/safetensors, train. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+#include "train/tt_internal.h"
+
+#define CKPT_FORMAT "tallow-train-1"
+
+static tl_status meta_i(st_writer *w, const char *k, int64_t v) {
+    char b[32];
+    snprintf(b, sizeof b, "%lld", (long long)v);
+    return st_writer_meta(w, k, b);
+}
+
+static tl_status meta_f(st_writer *w, const char *k, double v) {
+    char b[40];
+    snprintf(b, sizeof b, "%.17g", v);
+    return st_writer_meta(w, k, b);
+}
+
+static tl_status meta_u(st_writer *w, const char *k, uint64_t v) {
+    char b[32];
+    snprintf(b, sizeof b, "%" PRIu64, v);
+    return st_writer_meta(w, k, b);
+}
+
+tl_status tt_checkpoint_save(const char *path, const tt_model *m, const tt_optim *o, int64_t step,
+                             const tt_rng *rng) {
+    st_writer *w;
+    tl_status s = st_writer_init(&w);
+    if (s != TL_OK) return s;
+    const tt_model_config *k = &m->cfg;
+    char name[128];
+    s = st_writer_meta(w, "format", CKPT_FORMAT);
+    if (!s) s = st_writer_meta(w, "arch", k->arch == TT_ARCH_GPT2 ? "gpt2" : "llama");
+    if (!s) s = meta_i(w, "vocab", k->vocab);
+    if (!s) s = meta_i(w, "ctx", k->ctx);
+    if (!s) s = meta_i(w, "dim", k->dim);
+    if (!s) s = meta_i(w, "layers", k->layers);
+    if (!s) s = meta_i(w, "heads", k->heads);
+    if (!s) s = meta_i(w, "kv_heads", k->kv_heads);
+    if (!s) s = meta_i(w, "ffn", k->ffn);
+    if (!s) s = meta_f(w, "norm_eps", k->norm_eps);
+    if (!s) s = meta_f(w, "rope_theta", k->rope_theta);
+    if (!s) s = meta_f(w, "dropout", k->dropout);
+    if (!s) s = meta_i(w, "step", step);
+    if (!s) s = meta_u(w, "dropout_seed", m->dropout_seed);
+    for (int i = 0; !s && rng && i < 4; i++) {
+        snprintf(name, sizeof name, "rng%d", i);
+        s = meta_u(w, name, rng->s[i]);
+    }
+    if (!s && o) s = meta_i(w, "optim_step", o->step);
+    for (int i = 0; !s && i < m->params.n; i++) {
+        const tt_param *p = &m->params.p[i];
+        snprintf(name, sizeof name, "model.%s", p->name);
+        s = st_writer_add(w, name, "F32", p->t->ndim, p->t->shape, tt_data(p->t), (size_t)tt_numel(p->t) * 4);
+        if (!s && o && o->m[i]) {
+            snprintf(name, sizeof name, "optim.m.%s", p->name);
+            s = st_writer_add(w, name, "F32", p->t->ndim, p->t->shape, tt_data(o->m[i]), (size_t)tt_numel(p->t) * 4);
+        }
+        if (!s && o && o->v[i]) {
+            snprintf(name, sizeof name, "optim.v.%s", p->name);
+            s = st_writer_add(w, name, "F32", p->t->ndim, p->t->shape, tt_data(o->v[i]), (size_t)tt_numel(p->t) * 4);
+        }
+    }
+    if (!s) s = st_writer_write(w, path);
+    st_writer_free(w);
+    return s;
+}
+
+static tl_status need_meta(const st_file *f, const char *path, const char *key, const char **out) {
+    *out = st_meta(f, key);
+    if (!*out) return tl_err(TL_ERR_FORMAT, "checkpoint '%s': metadata '%s' missing", path, key);
+    return TL_OK;
+}
+
+static tl_status read_cfg(const st_file *f, const char *path, tt_model_config *cfg) {
+    const char *v;
+    tl_status s = need_meta(f, path, "format", &v);
+    if (s) return s;
+    if (strcmp(v, CKPT_FORMAT))
+        return tl_err(TL_ERR_FORMAT, "checkpoint '%s': format '%s' (want %s)", path, v, CKPT_FORMAT);
+    memset(cfg, 0, sizeof *cfg);
+    if ((s = need_meta(f, path, "arch", &v))) return s;
+    cfg->arch = strcmp(v, "gpt2") ? TT_ARCH_LLAMA : TT_ARCH_GPT2;
+    struct {
+        const char *k;
+        int64_t *dst;
+    } ints[] = {{"vocab", &cfg->vocab}, {"ctx", &cfg->ctx},           {"dim", &cfg->dim}, {"layers", &cfg->layers},
+                {"heads", &cfg->heads}, {"kv_heads", &cfg->kv_heads}, {"ffn", &cfg->ffn}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        if ((s = need_meta(f, path, ints[i].k, &v))) return s;
+        *ints[i].dst = strtoll(v, NULL, 10);
+    }
+    struct {
+        const char *k;
+        double *dst;
+    } fl[] = {{"norm_eps", &cfg->norm_eps}, {"rope_theta", &cfg->rope_theta}, {"dropout", &cfg->dropout}};
+    for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
+        if ((s = need_meta(f, path, fl[i].k, &v))) return s;
+        *fl[i].dst = strtod(v, NULL);
+    }
+    return TL_OK;
+}
+
+tl_status tt_checkpoint_read_config(const char *path, tt_model_config *cfg) {
+    st_file *f;
+    tl_status s = st_open(path, &f);
+    if (s) return s;
+    s = read_cfg(f, path, cfg);
+    st_close(f);
+    return s;
+}
+
+static tl_status load_into(const st_file *f, const char *path, const char *name, tt_tensor *t) {
+    const st_tensor *e = st_find(f, name);
+    if (!e) return tl_err(TL_ERR_NOT_FOUND, "checkpoint '%s': tensor '%s' missing", path, name);
+    if (strcmp(e->dtype, "F32") || e->nbytes != (size_t)tt_numel(t) * 4 || e->ndim != t->ndim)
+        return tl_err(TL_ERR_FORMAT, "checkpoint '%s': tensor '%s' is %s with %zu bytes, want F32 with %zu", path,
+                      name, e->dtype, e->nbytes, (size_t)tt_numel(t) * 4);
+    for (int d = 0; d < t->ndim; d++)
+        if (e->shape[d] != t->shape[d])
+            return tl_err(TL_ERR_FORMAT, "checkpoint '%s': tensor '%s' dim %d is %lld, model has %lld", path, name,
+                          d, (long long)e->shape[d], (long long)t->shape[d]);
+    memcpy(tt_data(t), e->data, e->nbytes);
+    return TL_OK;
+}
+
+tl_status tt_checkpoint_load(const char *path, tt_model *m, tt_optim *o, int64_t *step, tt_rng *rng) {
+    st_file *f;
+    tl_status s = st_open(path, &f);
+    if (s) return s;
+    tt_model_config cfg;
+    s = read_cfg(f, path, &cfg);
+    if (!s && (cfg.arch != m->cfg.arch || cfg.dim != m->cfg.dim || cfg.layers != m->cfg.layers ||
+               cfg.vocab != m->cfg.vocab || cfg.heads != m->cfg.heads || cfg.kv_heads != m->cfg.kv_heads ||
+               cfg.ffn != m->cfg.ffn || cfg.ctx != m->cfg.ctx))
+        s = tl_err(TL_ERR_INVALID, "checkpoint '%s': model config differs from the model being loaded", path);
+    char name[128];
+    for (int i = 0; !s && i < m->params.n; i++) {
+        const tt_param *p = &m->params.p[i];
+        snprintf(name, sizeof name, "model.%s", p->name);
+        s = load_into(f, path, name, p->t);
+        if (!s && o && o->m[i]) {
+            snprintf(name, sizeof name, "optim.m.%s", p->name);
+            s = load_into(f, path, name, o->m[i]);
+        }
+        if (!s && o && o->v[i]) {
+            snprintf(name, sizeof name, "optim.v.%s", p->name);
+            s = load_into(f, path, name, o->v[i]);
+        }
+    }
+    const char *v;
+    if (!s && o) {
+        if (!(s = need_meta(f, path, "optim_step", &v))) o->step = strtoll(v, NULL, 10);
+    }
+    if (!s && step) {
+        if (!(s = need_meta(f, path, "step", &v))) *step = strtoll(v, NULL, 10);
+    }
+    if (!s && (v = st_meta(f, "dropout_seed"))) m->dropout_seed = strtoull(v, NULL, 10);
+    for (int i = 0; !s && rng && i < 4; i++) {
+        snprintf(name, sizeof name, "rng%d", i);
+        if (!(s = need_meta(f, path, name, &v))) rng->s[i] = strtoull(v, NULL, 10);
+    }
+    st_close(f);
+    return s;
+}

@@ -1,0 +1,436 @@
+/* train/tensor: tensor and storage lifetime, temporaries, views, strided
+ * element access and copies, the RNG and initialisers.
+ * Owns: storages (refcounted by views), caller-owned tensors.
+ * Calls: base/status, train internals. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/tt_internal.h"
+
+static tt_storage *st_new(size_t nbytes) {
+    tt_storage *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    size_t alloc = (nbytes + 63) & ~(size_t)63;
+    if (alloc == 0) alloc = 64;
+    s->data = aligned_alloc(64, alloc);
+    if (!s->data) {
+        free(s);
+        return NULL;
+    }
+    memset(s->data, 0, alloc);
+    s->nbytes = nbytes;
+    s->refs = 1;
+    return s;
+}
+
+static void st_release(tt_storage *s) {
+    if (s && --s->refs == 0) {
+        free(s->data);
+        free(s);
+    }
+}
+
+static bool shape_ok(int ndim, const int64_t *shape, int64_t *numel) {
+    if (ndim < 0 || ndim > TT_MAX_DIMS) return false;
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] && n > INT64_MAX / shape[i])) return false;
+        n *= shape[i];
+    }
+    if (n > ((int64_t)1 << 40)) return false;
+    *numel = n;
+    return true;
+}
+
+static void set_contig_strides(tt_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        t->stride[i] = s;
+        s *= t->shape[i];
+    }
+}
+
+static tt_tensor *tensor_alloc(tt_dtype dt, int ndim, const int64_t *shape) {
+    int64_t n;
+    if (!shape_ok(ndim, shape, &n)) {
+        tl_err(TL_ERR_INVALID, "train: bad tensor shape (ndim %d)", ndim);
+        return NULL;
+    }
+    tt_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        tl_err(TL_ERR_NOMEM, "train: out of memory");
+        return NULL;
+    }
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    set_contig_strides(t);
+    t->st = st_new((size_t)n * tt__esize(dt));
+    if (!t->st) {
+        free(t);
+        tl_err(TL_ERR_NOMEM, "train: out of memory for %lld elements", (long long)n);
+        return NULL;
+    }
+    return t;
+}
+
+tt_tensor *tt_new(tt_dtype dt, int ndim, const int64_t *shape) { return tensor_alloc(dt, ndim, shape); }
+
+tt_tensor *tt_new_from(tt_dtype dt, int ndim, const int64_t *shape, const double *vals) {
+    tt_tensor *t = tt_new(dt, ndim, shape);
+    if (!t) return NULL;
+    int64_t n = tt_numel(t);
+    for (int64_t i = 0; i < n; i++) tt_set(t, i, vals[i]);
+    return t;
+}
+
+void tt_free(tt_tensor *t) {
+    if (!t) return;
+    if (t->grad) tt_free(t->grad);
+    st_release(t->st);
+    free(t);
+}
+
+static bool temps_push(tt_ctx *c, tt_tensor *t) {
+    if (c->n_temps == c->cap_temps) {
+        int64_t cap = c->cap_temps ? c->cap_temps * 2 : 256;
+        tt_tensor **p = realloc(c->temps, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        c->temps = p;
+        c->cap_temps = cap;
+    }
+    c->temps[c->n_temps++] = t;
+    t->owner = c;
+    return true;
+}
+
+void tt__pool_put(tt_ctx *c, void *data, size_t nbytes) {
+    if (!data) return;
+    if (c->n_pool == c->cap_pool) {
+        int64_t cap = c->cap_pool ? c->cap_pool * 2 : 256;
+        void **p = realloc(c->pool, (size_t)cap * sizeof *p);
+        size_t *b = p ? realloc(c->pool_bytes, (size_t)cap * sizeof *b) : NULL;
+        if (p) c->pool = p;
+        if (!p || !b) {
+            free(data);
+            return;
+        }
+        c->pool_bytes = b;
+        c->cap_pool = cap;
+    }
+    c->pool[c->n_pool] = data;
+    c->pool_bytes[c->n_pool++] = nbytes;
+}
+
+/* A pooled buffer of exactly nbytes, or NULL. Contents are stale. */
+static void *pool_get(tt_ctx *c, size_t nbytes) {
+    for (int64_t i = c->n_pool - 1; i >= 0; i--)
+        if (c->pool_bytes[i] == nbytes) {
+            void *p = c->pool[i];
+            c->pool[i] = c->pool[c->n_pool - 1];
+            c->pool_bytes[i] = c->pool_bytes[c->n_pool - 1];
+            c->n_pool--;
+            return p;
+        }
+    return NULL;
+}
+
+tt_tensor *tt__grad_new(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) {
+    int64_t n;
+    void *reuse = NULL;
+    if (c && shape_ok(ndim, shape, &n) && n > 0) reuse = pool_get(c, (size_t)n * tt__esize(dt));
+    if (!reuse) return tensor_alloc(dt, ndim, shape);
+    tt_tensor *t = calloc(1, sizeof *t);
+    tt_storage *st = calloc(1, sizeof *st);
+    if (!t || !st) {
+        free(t);
+        free(st);
+        free(reuse);
+        tl_err(TL_ERR_NOMEM, "train: out of memory");
+        return NULL;
+    }
+    memset(reuse, 0, (size_t)n * tt__esize(dt));
+    st->data = reuse;
+    st->nbytes = (size_t)n * tt__esize(dt);
+    st->refs = 1;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    set_contig_strides(t);
+    t->st = st;
+    return t;
+}
+
+void tt__grad_free(tt_ctx *c, tt_tensor *g) {
+    if (!g) return;
+    if (c && g->st->refs == 1 && g->st->data) {
+        tt__pool_put(c, g->st->data, g->st->nbytes);
+        g->st->data = NULL;
+    }
+    tt_free(g);
+}
+
+tt_tensor *tt__temp(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) {
+    int64_t n;
+    void *reuse = NULL;
+    if (shape_ok(ndim, shape, &n) && n > 0) reuse = pool_get(c, (size_t)n * tt__esize(dt));
+    if (reuse) { /* every op fully writes its output: no zeroing needed */
+        tt_tensor *t = calloc(1, sizeof *t);
+        tt_storage *st = calloc(1, sizeof *st);
+        if (!t || !st) {
+            free(t);
+            free(st);
+            free(reuse);
+            tl_err(TL_ERR_NOMEM, "train: out of memory");
+            return NULL;
+        }
+        st->data = reuse;
+        st->nbytes = (size_t)n * tt__esize(dt);
+        st->refs = 1;
+        t->dtype = dt;
+        t->ndim = ndim;
+        for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+        set_contig_strides(t);
+        t->st = st;
+        if (!temps_push(c, t)) {
+            tt_free(t);
+            tl_err(TL_ERR_NOMEM, "train: out of memory");
+            return NULL;
+        }
+        c->live_bytes += st->nbytes;
+        return t;
+    }
+    tt_tensor *t = tensor_alloc(dt, ndim, shape);
+    if (!t) return NULL;
+    if (!temps_push(c, t)) {
+        tt_free(t);
+        tl_err(TL_ERR_NOMEM, "train: out of memory");
+        return NULL;
+    }
+    c->live_bytes += t->st->nbytes;
+    return t;
+}
+
+tt_tensor *tt__view(tt_ctx *c, const tt_tensor *x, int ndim, const int64_t *shape,
+                    const int64_t *stride, int64_t offset) {
+    tt_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        tl_err(TL_ERR_NOMEM, "train: out of memory");
+        return NULL;
+    }
+    t->dtype = x->dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->stride[i] = stride[i];
+    }
+    t->offset = offset;
+    t->st = x->st;
+    x->st->refs++;
+    if (!temps_push(c, t)) {
+        tt_free(t);
+        tl_err(TL_ERR_NOMEM, "train: out of memory");
+        return NULL;
+    }
+    return t;
+}
+
+tt_tensor *tt_zeros(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) {
+    tt_tensor *t = tt__temp(c, dt, ndim, shape);
+    if (t) memset(t->st->data, 0, t->st->nbytes);
+    return t;
+}
+
+tt_tensor *tt_full(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape, double v) {
+    tt_tensor *t = tt__temp(c, dt, ndim, shape);
+    if (t) tt_fill(t, v);
+    return t;
+}
+
+tt_tensor *tt_arange(tt_ctx *c, tt_dtype dt, int64_t n) {
+    tt_tensor *t = tt__temp(c, dt, 1, &n);
+    if (t)
+        for (int64_t i = 0; i < n; i++) tt_set(t, i, (double)i);
+    return t;
+}
+
+int64_t tt_numel(const tt_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+bool tt_is_contiguous(const tt_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != s) return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+void *tt_data(const tt_tensor *t) {
+    return (char *)t->st->data + (size_t)t->offset * tt__esize(t->dtype);
+}
+
+static int64_t flat_to_off(const tt_tensor *t, int64_t i) {
+    int64_t off = t->offset;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        int64_t k = i % t->shape[d];
+        i /= t->shape[d];
+        off += k * t->stride[d];
+    }
+    return off;
+}
+
+double tt_get(const tt_tensor *t, int64_t i) {
+    int64_t o = flat_to_off(t, i);
+    return t->dtype == TT_F64 ? ((double *)t->st->data)[o] : (double)((float *)t->st->data)[o];
+}
+
+void tt_set(tt_tensor *t, int64_t i, double v) {
+    int64_t o = flat_to_off(t, i);
+    if (t->dtype == TT_F64)
+        ((double *)t->st->data)[o] = v;
+    else
+        ((float *)t->st->data)[o] = (float)v;
+}
+
+void tt__shape4(int ndim, const int64_t *shape, int64_t sh[4]) {
+    for (int i = 0; i < 4; i++) sh[i] = 1;
+    for (int i = 0; i < ndim; i++) sh[4 - ndim + i] = shape[i];
+}
+
+/* Strided 4-d copy between any dtypes; the f32->f32 case is the hot one
+ * (contiguous() of permuted attention activations). */
+#define COPY4(TD, TS)                                                                   \
+    do {                                                                                \
+        TD *d = (TD *)dst->st->data;                                                    \
+        const TS *s = (const TS *)src->st->data;                                        \
+        for (int64_t i0 = 0; i0 < sh[0]; i0++)                                          \
+            for (int64_t i1 = 0; i1 < sh[1]; i1++)                                      \
+                for (int64_t i2 = 0; i2 < sh[2]; i2++) {                                \
+                    int64_t od = dst->offset + i0 * sd[0] + i1 * sd[1] + i2 * sd[2];    \
+                    int64_t os = src->offset + i0 * ss[0] + i1 * ss[1] + i2 * ss[2];    \
+                    if (sd[3] == 1 && ss[3] == 1)                                       \
+                        for (int64_t i3 = 0; i3 < sh[3]; i3++) d[od + i3] = (TD)s[os + i3]; \
+                    else                                                                \
+                        for (int64_t i3 = 0; i3 < sh[3]; i3++)                          \
+                            d[od + i3 * sd[3]] = (TD)s[os + i3 * ss[3]];                \
+                }                                                                       \
+    } while (0)
+
+void tt_copy_(tt_tensor *dst, const tt_tensor *src) {
+    /* both viewed with dst's shape: src is read in logical order */
+    int64_t sh[4], sd[4], ss[4];
+    tt__shape4(dst->ndim, dst->shape, sh);
+    tt__bstrides4(dst, dst->ndim, dst->shape, sd);
+    if (src->ndim == dst->ndim) {
+        bool same = true;
+        for (int i = 0; i < src->ndim; i++) same &= src->shape[i] == dst->shape[i];
+        if (same) {
+            tt__bstrides4(src, dst->ndim, dst->shape, ss);
+            if (dst->dtype == TT_F32 && src->dtype == TT_F32) COPY4(float, float);
+            else if (dst->dtype == TT_F64 && src->dtype == TT_F64) COPY4(double, double);
+            else if (dst->dtype == TT_F32) COPY4(float, double);
+            else COPY4(double, float);
+            return;
+        }
+    }
+    int64_t n = tt_numel(dst);
+    if (dst->dtype == src->dtype && tt_is_contiguous(dst) && tt_is_contiguous(src) && tt_numel(src) == n) {
+        memcpy(tt_data(dst), tt_data(src), (size_t)n * tt__esize(dst->dtype)); /* reshaped, same layout */
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) tt_set(dst, i, tt_get(src, i));
+}
+
+void tt_fill(tt_tensor *t, double v) {
+    if (tt_is_contiguous(t)) {
+        int64_t n = tt_numel(t);
+        if (t->dtype == TT_F32) {
+            float *p = tt_data(t);
+            for (int64_t i = 0; i < n; i++) p[i] = (float)v;
+        } else {
+            double *p = tt_data(t);
+            for (int64_t i = 0; i < n; i++) p[i] = v;
+        }
+        return;
+    }
+    tt__fill_strided(t, v);
+}
+
+void tt__fill_strided(tt_tensor *t, double v) {
+    int64_t n = tt_numel(t);
+    for (int64_t i = 0; i < n; i++) tt_set(t, i, v);
+}
+
+tt_tensor *tt__clone(const tt_tensor *x) {
+    tt_tensor *t = tt_new(x->dtype, x->ndim, x->shape);
+    if (t) tt_copy_(t, x);
+    return t;
+}
+
+tt_tensor *tt__contig(tt_ctx *c, tt_tensor *x) {
+    if (tt_is_contiguous(x)) return x;
+    tt_tensor *t = tt__temp(c, x->dtype, x->ndim, x->shape);
+    if (t) tt_copy_(t, x);
+    return t;
+}
+
+/* ---- RNG: xoshiro256** seeded through splitmix64 (public algorithms) ---- */
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void tt_rng_seed(tt_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t tt_rng_next(tt_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t res = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+double tt_rng_uniform(tt_rng *r) { return (double)(tt_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+double tt_rng_normal(tt_rng *r) {
+    /* Box-Muller; one value per call keeps the stream simple to checkpoint */
+    double u1 = tt_rng_uniform(r), u2 = tt_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void tt_init_normal(tt_tensor *t, tt_rng *r, double mean, double std) {
+    int64_t n = tt_numel(t);
+    for (int64_t i = 0; i < n; i++) tt_set(t, i, mean + std * tt_rng_normal(r));
+}
+
+void tt_init_uniform(tt_tensor *t, tt_rng *r, double lo, double hi) {
+    int64_t n = tt_numel(t);
+    for (int64_t i = 0; i < n; i++) tt_set(t, i, lo + (hi - lo) * tt_rng_uniform(r));
+}
+
+void tt_init_kaiming_uniform(tt_tensor *t, tt_rng *r, int64_t fan_in) {
+    double b = sqrt(3.0) * sqrt(2.0) / sqrt((double)(fan_in > 0 ? fan_in : 1));
+    tt_init_uniform(t, r, -b, b);
+}
+
+void tt_init_xavier_uniform(tt_tensor *t, tt_rng *r, int64_t fan_in, int64_t fan_out) {
+    double b = sqrt(6.0 / (double)(fan_in + fan_out > 0 ? fan_in + fan_out : 1));
+    tt_init_uniform(t, r, -b, b);
+}

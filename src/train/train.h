@@ -1,0 +1,346 @@
+/* train: the training framework's API: tensors with reverse-mode autograd,
+ * ops with backward, nn models, optimizers, data and checkpoints (CPU).
+ *
+ * Conventions (chosen to read like PyTorch, the framework people compare to):
+ *  - shape[] is in PyTorch order: shape[ndim-1] is the fastest-varying dim of
+ *    a contiguous tensor (the reverse of the engine's GGUF ne[] order; the
+ *    exporter converts). strides are in elements; views share a storage.
+ *  - dtype f32 for training, f64 for gradient checks: every op computes in
+ *    its input's dtype (inputs of one op must share a dtype).
+ *  - Ops take a tt_ctx and return a new tensor owned by that ctx (a
+ *    "temporary"): tt_ctx_reset frees all temporaries and the tape at once, so
+ *    model code needs no per-tensor frees. Tensors made with tt_new/tt_param
+ *    (parameters, data buffers) are owned by the caller: tt_free.
+ *  - Ops return NULL on error with tl_last_error() set; a NULL input makes an
+ *    op return NULL without touching the message, so a chain of ops can be
+ *    checked once at the end.
+ *  - Autograd: an op whose inputs require grad (and grad mode on) records a
+ *    node on the ctx's tape. tt_backward walks the tape in reverse, accumulates
+ *    into leaf .grad (persistent, so micro-batches accumulate), frees each
+ *    node's saved tensors and non-leaf grads as soon as they are used, and
+ *    marks the graph freed: a second backward is a TL_ERR_STATE error. It
+ *    also releases the data of each intermediate (non-leaf) temporary once
+ *    its node's backward ran, unless it shares storage with a view, is the
+ *    root or has retain_grad set: read activations (logits) before backward.
+ * Owns: tensors, storages, the tape. Calls: base (status, threadpool, cpu). */
+#ifndef TL_TRAIN_TRAIN_H
+#define TL_TRAIN_TRAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "base/threadpool.h"
+
+#define TT_MAX_DIMS 4
+
+typedef enum tt_dtype { TT_F32 = 0, TT_F64 = 1 } tt_dtype;
+
+typedef struct tt_storage {
+    void *data;
+    size_t nbytes;
+    int refs;
+} tt_storage;
+
+typedef struct tt_node tt_node;
+typedef struct tt_ctx tt_ctx;
+
+typedef struct tt_tensor {
+    tt_dtype dtype;
+    int ndim;
+    int64_t shape[TT_MAX_DIMS];  /* PyTorch order */
+    int64_t stride[TT_MAX_DIMS]; /* elements */
+    int64_t offset;              /* elements into st->data */
+    tt_storage *st;
+    bool requires_grad;
+    bool retain_grad;            /* keep a non-leaf's grad after backward */
+    struct tt_tensor *grad;      /* contiguous, same shape; NULL until a backward reaches it */
+    tt_node *node;               /* producing op (NULL for leaves) */
+    tt_ctx *owner;               /* ctx that frees it; NULL: caller frees with tt_free */
+    int32_t n_uses;              /* tape nodes holding it as an input and not yet freed */
+    const char *name;            /* optional, not owned */
+} tt_tensor;
+
+/* ---- context: threads, grad mode, tape and temporaries ------------------ */
+tl_status tt_ctx_init(int n_threads, tt_ctx **out);
+void tt_ctx_free(tt_ctx *c);
+/* Free every temporary tensor and the tape (call once per training step). */
+void tt_ctx_reset(tt_ctx *c);
+/* Returns the previous mode; no_grad scope = prev = tt_set_grad_enabled(c, false) ... restore. */
+bool tt_set_grad_enabled(tt_ctx *c, bool on);
+bool tt_grad_enabled(const tt_ctx *c);
+tl_threadpool *tt_ctx_pool(tt_ctx *c);
+size_t tt_ctx_live_bytes(const tt_ctx *c); /* bytes held by temporaries + saved tensors */
+
+/* ---- tensors ------------------------------------------------------------ */
+/* Caller-owned contiguous zeroed tensor. */
+tt_tensor *tt_new(tt_dtype dt, int ndim, const int64_t *shape);
+tt_tensor *tt_new_from(tt_dtype dt, int ndim, const int64_t *shape, const double *vals);
+void tt_free(tt_tensor *t);
+/* Temporaries owned by c. */
+tt_tensor *tt_zeros(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape);
+tt_tensor *tt_full(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape, double v);
+tt_tensor *tt_arange(tt_ctx *c, tt_dtype dt, int64_t n);
+int64_t tt_numel(const tt_tensor *t);
+bool tt_is_contiguous(const tt_tensor *t);
+void *tt_data(const tt_tensor *t); /* pointer to element 0 (respecting offset) */
+/* Element access by flat logical (row-major) index; any strides. */
+double tt_get(const tt_tensor *t, int64_t i);
+void tt_set(tt_tensor *t, int64_t i, double v);
+void tt_fill(tt_tensor *t, double v);
+/* Copy values (same numel) from src into dst, any strides/dtypes. */
+void tt_copy_(tt_tensor *dst, const tt_tensor *src);
+
+/* Deterministic RNG (xoshiro256**); state is 4 words, saved in checkpoints. */
+typedef struct tt_rng { uint64_t s[4]; } tt_rng;
+void tt_rng_seed(tt_rng *r, uint64_t seed);
+uint64_t tt_rng_next(tt_rng *r);
+double tt_rng_uniform(tt_rng *r);  /* [0,1) */
+double tt_rng_normal(tt_rng *r);
+void tt_init_normal(tt_tensor *t, tt_rng *r, double mean, double std);
+void tt_init_uniform(tt_tensor *t, tt_rng *r, double lo, double hi);
+void tt_init_kaiming_uniform(tt_tensor *t, tt_rng *r, int64_t fan_in);
+void tt_init_xavier_uniform(tt_tensor *t, tt_rng *r, int64_t fan_in, int64_t fan_out);
+
+/* ---- autograd ----------------------------------------------------------- */
+/* Backward from a scalar (numel 1) tensor with seed gradient 1. */
+tl_status tt_backward(tt_ctx *c, tt_tensor *root);
+/* Backward with an explicit seed gradient (same shape as root). */
+tl_status tt_backward_with(tt_ctx *c, tt_tensor *root, const tt_tensor *seed);
+void tt_zero_grad(tt_tensor *t); /* frees nothing: zeroes .grad if present */
+
+/* ---- views (recorded: their backward maps grads back) ------------------- */
+tt_tensor *tt_reshape(tt_ctx *c, tt_tensor *x, int ndim, const int64_t *shape); /* one -1 allowed */
+tt_tensor *tt_permute(tt_ctx *c, tt_tensor *x, const int *perm);
+tt_tensor *tt_transpose(tt_ctx *c, tt_tensor *x, int d0, int d1);
+tt_tensor *tt_narrow(tt_ctx *c, tt_tensor *x, int dim, int64_t start, int64_t len);
+tt_tensor *tt_expand(tt_ctx *c, tt_tensor *x, int ndim, const int64_t *shape);
+tt_tensor *tt_unsqueeze(tt_ctx *c, tt_tensor *x, int dim);
+tt_tensor *tt_contiguous(tt_ctx *c, tt_tensor *x); /* x itself if already contiguous */
+
+/* ---- element-wise (NumPy broadcasting) ---------------------------------- */
+tt_tensor *tt_add(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_sub(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_mul(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_div(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_neg(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_scale(tt_ctx *c, tt_tensor *x, double s);
+tt_tensor *tt_exp(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_log(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_sqrt(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_pow(tt_ctx *c, tt_tensor *x, double p);
+tt_tensor *tt_relu(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_gelu_tanh(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_gelu_erf(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_silu(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_sigmoid(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_tanh(tt_ctx *c, tt_tensor *x);
+
+/* ---- reductions --------------------------------------------------------- */
+tt_tensor *tt_sum(tt_ctx *c, tt_tensor *x);  /* all elements -> [1] */
+tt_tensor *tt_mean(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_sum_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim);
+tt_tensor *tt_mean_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim);
+
+/* ---- linear algebra ----------------------------------------------------- */
+/* a [..., M, K] @ b [..., K, N] with broadcast batch dims. */
+tt_tensor *tt_matmul(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+/* x [..., in] @ w[out, in]^T + bias[out] (bias may be NULL). */
+tt_tensor *tt_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias);
+
+/* ---- nn ops --------------------------------------------------------------- */
+tt_tensor *tt_softmax(tt_ctx *c, tt_tensor *x);     /* last dim */
+tt_tensor *tt_log_softmax(tt_ctx *c, tt_tensor *x); /* last dim */
+/* w [V, C]; ids (n = product of shape) -> [shape..., C]. ids are copied. */
+tt_tensor *tt_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndim, const int64_t *shape);
+tt_tensor *tt_layernorm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps);
+tt_tensor *tt_rmsnorm(tt_ctx *c, tt_tensor *x, tt_tensor *w, double eps);
+/* x [B, T, H, D]: interleaved (GPT-J) rotation of pairs (2i, 2i+1) by angle
+ * (pos0 + t) * theta^(-2i/D): the convention llama GGUF files run with. */
+tt_tensor *tt_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta);
+/* q [B, H, T, D], k/v [B, Hkv, S, D] (H % Hkv == 0: GQA); causal mask aligns
+ * the last query with the last key. scale <= 0: 1/sqrt(D). -> [B, H, T, D]. */
+tt_tensor *tt_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale);
+/* logits [N, V], targets [N]; mean over targets != ignore_index -> [1]. */
+tt_tensor *tt_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *targets, int32_t ignore_index);
+tt_tensor *tt_mse(tt_ctx *c, tt_tensor *a, tt_tensor *b); /* mean of squares -> [1] */
+/* Inverted dropout: keep with prob 1-p, scale 1/(1-p); mask from seed. */
+tt_tensor *tt_dropout(tt_ctx *c, tt_tensor *x, double p, uint64_t seed, bool training);
+
+/* ---- matmul kernel (exposed for tests/bench) -----------------------------
+ * C[m*ldc + n] (+)= sum_k A[m*rsa + k*csa] * B[k*rsb + n*csb]. */
+void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K,
+                 const float *A, int64_t rsa, int64_t csa,
+                 const float *B, int64_t rsb, int64_t csb,
+                 float *C, int64_t ldc, bool accumulate);
+void tt_gemm_f64(int64_t M, int64_t N, int64_t K,
+                 const double *A, int64_t rsa, int64_t csa,
+                 const double *B, int64_t rsb, int64_t csb,
+                 double *C, int64_t ldc, bool accumulate);
+
+/* ---- parameters, models ----------------------------------------------------
+ * A model owns its parameters; the registry lists them with dotted names
+ * (HF-like: "h.0.attn.c_attn.weight", "layers.0.self_attn.q_proj.weight") and
+ * whether weight decay applies (2-d weights yes; norms and biases no). */
+typedef struct tt_param {
+    char name[96];
+    tt_tensor *t;
+    bool decay;
+} tt_param;
+
+typedef struct tt_params {
+    tt_param *p;
+    int n, cap;
+} tt_params;
+
+tt_tensor *tt_params_find(const tt_params *ps, const char *name);
+int64_t tt_params_count(const tt_params *ps); /* total elements */
+void tt_params_zero_grad(tt_params *ps);
+
+typedef enum tt_arch { TT_ARCH_GPT2 = 0, TT_ARCH_LLAMA = 1 } tt_arch;
+
+typedef struct tt_model_config {
+    tt_arch arch;
+    int64_t vocab, ctx, dim, layers, heads, kv_heads, ffn; /* ffn: hidden width of the MLP */
+    double norm_eps;   /* 1e-5 (gpt2 layernorm) / 1e-5 (llama rmsnorm) */
+    double rope_theta; /* llama */
+    double dropout;    /* gpt2 residual/attention-output dropout (0: off) */
+} tt_model_config;
+
+/* Defaults for the arch and sizes (kv_heads = heads, ffn = 4*dim for gpt2 and
+ * a multiple of 32 near 8/3*dim for llama). */
+tt_model_config tt_model_config_default(tt_arch arch, int64_t vocab, int64_t ctx, int64_t dim, int64_t layers,
+                                        int64_t heads);
+
+typedef struct tt_block {
+    /* gpt2: layernorms with bias, fused QKV, GELU(tanh) MLP; llama: rmsnorm
+     * (ln1_w = attention norm, ln2_w = ffn norm), separate q/k/v, SwiGLU. */
+    tt_tensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;  /* [dim] */
+    tt_tensor *qkv_w, *qkv_b;                  /* gpt2 [3*dim, dim], [3*dim] */
+    tt_tensor *wq, *wk, *wv;                   /* llama [heads*hd, dim], [kv_heads*hd, dim] x2 */
+    tt_tensor *wo, *wo_b;                      /* [dim, heads*hd], gpt2 bias [dim] */
+    tt_tensor *fc_w, *fc_b;                    /* gpt2 [ffn, dim], [ffn]; llama gate [ffn, dim] */
+    tt_tensor *up_w;                           /* llama [ffn, dim] */
+    tt_tensor *proj_w, *proj_b;                /* [dim, ffn], gpt2 bias [dim] */
+} tt_block;
+
+typedef struct tt_model {
+    tt_model_config cfg;
+    tt_params params;
+    tt_tensor *tok_emb;        /* [vocab, dim] (gpt2: also the tied lm head) */
+    tt_tensor *pos_emb;        /* gpt2 [ctx, dim] */
+    tt_block *blocks;          /* [layers] */
+    tt_tensor *lnf_w, *lnf_b;  /* [dim] */
+    tt_tensor *lm_head;        /* llama [vocab, dim] */
+    bool training;             /* dropout on */
+    uint64_t dropout_seed;     /* advanced per forward in training mode */
+} tt_model;
+
+/* Allocate parameters and initialise them (normal std 0.02, residual
+ * projections 0.02/sqrt(2*layers), norms 1, biases 0) from seed. */
+tl_status tt_model_init(tt_model *m, const tt_model_config *cfg, uint64_t seed);
+void tt_model_free(tt_model *m);
+/* ids [B*T] -> logits [B, T, vocab] (T <= ctx). */
+tt_tensor *tt_model_forward(tt_ctx *c, tt_model *m, const int32_t *ids, int64_t B, int64_t T);
+/* Mean cross-entropy of next-token targets [B*T] (ignore -100); logits out optional. */
+tt_tensor *tt_model_loss(tt_ctx *c, tt_model *m, const int32_t *ids, const int32_t *targets, int64_t B, int64_t T,
+                         tt_tensor **logits);
+
+/* ---- optimizers -------------------------------------------------------------
+ * Semantics follow torch.optim (AdamW: decoupled decay p -= lr*wd*p before
+ * the Adam update; Adam: wd added to the gradient; SGD: momentum buffer
+ * initialised to the first gradient, dampening, Nesterov). Parameters with
+ * decay == false get no weight decay (the no-decay group). */
+typedef enum tt_optim_kind { TT_OPT_ADAMW = 0, TT_OPT_ADAM = 1, TT_OPT_SGD = 2 } tt_optim_kind;
+
+typedef struct tt_optim_config {
+    tt_optim_kind kind;
+    double lr, beta1, beta2, eps, weight_decay;
+    double momentum, dampening;
+    bool nesterov;
+} tt_optim_config;
+
+typedef struct tt_optim {
+    tt_optim_config cfg;
+    tt_params *params;  /* not owned */
+    tt_tensor **m, **v; /* [n params]: exp_avg / exp_avg_sq (Adam*), momentum buffer in m (SGD) */
+    int64_t step;       /* completed steps */
+} tt_optim;
+
+tt_optim_config tt_optim_default(tt_optim_kind kind, double lr);
+tl_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, tt_params *params);
+void tt_optim_free(tt_optim *o);
+/* One update with learning rate lr (the schedule's value for this step). */
+tl_status tt_optim_step(tt_optim *o, double lr);
+/* torch.nn.utils.clip_grad_norm_: returns the total L2 norm before clipping. */
+double tt_clip_grad_norm(tt_params *ps, double max_norm);
+
+typedef enum tt_sched_kind { TT_SCHED_CONSTANT = 0, TT_SCHED_COSINE = 1, TT_SCHED_STEP = 2 } tt_sched_kind;
+typedef struct tt_schedule {
+    tt_sched_kind kind;
+    double lr_max, lr_min;
+    int64_t warmup, total; /* cosine: linear warmup then cosine to lr_min at total */
+    int64_t step_size;     /* step: lr_max * gamma^(step / step_size) */
+    double gamma;
+} tt_schedule;
+/* Learning rate for 0-based step. */
+double tt_schedule_lr(const tt_schedule *s, int64_t step);
+
+/* ---- data ------------------------------------------------------------------ */
+typedef struct tt_dataset {
+    uint8_t *tokens; /* byte-level tokens (vocab 256) */
+    int64_t n, n_train; /* [0, n_train) train, [n_train, n) validation */
+} tt_dataset;
+/* Read a text file; val_frac of the end is the validation split. */
+tl_status tt_dataset_load_bytes(tt_dataset *d, const char *path, double val_frac);
+void tt_dataset_free(tt_dataset *d);
+/* Random batch of B windows of T+1 tokens: ids/targets [B*T]. */
+tl_status tt_dataset_batch(const tt_dataset *d, bool val, tt_rng *r, int64_t B, int64_t T, int32_t *ids,
+                           int32_t *targets);
+/* Deterministic batch k (validation sweeps): windows at fixed strides. */
+tl_status tt_dataset_batch_at(const tt_dataset *d, bool val, int64_t k, int64_t B, int64_t T, int32_t *ids,
+                              int32_t *targets);
+
+/* ---- checkpoints (safetensors) -----------------------------------------------
+ * model params as "model.<name>", optimizer state as "optim.m.<name>" /
+ * "optim.v.<name>", and metadata: step, optimizer step, RNG state, dropout
+ * seed and the model config, so a resume continues bit-identically. */
+tl_status tt_checkpoint_save(const char *path, const tt_model *m, const tt_optim *o, int64_t step,
+                             const tt_rng *rng);
+/* Read the config stored in a checkpoint (to build the model before loading). */
+tl_status tt_checkpoint_read_config(const char *path, tt_model_config *cfg);
+/* Load into an initialised model (and optimizer, may be NULL); step/rng optional. */
+tl_status tt_checkpoint_load(const char *path, tt_model *m, tt_optim *o, int64_t *step, tt_rng *rng);
+
+/* ---- trainer: one place for the step every caller runs ---------------------
+ * step: random train batch from rng, zero grads, forward, backward, clip,
+ * optimizer step at the schedule's lr, reset the ctx. */
+typedef struct tt_trainer {
+    tt_ctx *ctx;        /* not owned */
+    tt_model *model;    /* not owned */
+    tt_optim *optim;    /* not owned */
+    const tt_dataset *data;
+    tt_schedule sched;
+    tt_rng rng;         /* batch sampling; checkpointed */
+    int64_t batch, seq, step;
+    double clip;        /* <= 0: off */
+    int32_t *ids, *targets; /* [batch*seq] */
+} tt_trainer;
+
+tl_status tt_trainer_init(tt_trainer *t, tt_ctx *c, tt_model *m, tt_optim *o, const tt_dataset *d, int64_t batch,
+                          int64_t seq, uint64_t seed);
+void tt_trainer_free(tt_trainer *t);
+tl_status tt_trainer_step(tt_trainer *t, double *loss, double *grad_norm);
+/* Mean validation loss over n fixed batches (no grad, eval mode). */
+tl_status tt_trainer_eval(tt_trainer *t, int64_t n_batches, double *loss);
+
+/* ---- export -------------------------------------------------------------------
+ * Write a Llama-style model as a llama-architecture GGUF (f32 weights) that
+ * the engine runs: dims in GGUF order (ne[0] = input features), no Q/K
+ * permutation (the model already uses interleaved RoPE), RMSNorm eps and
+ * rope base in metadata, and a byte-level "gpt2" tokenizer of 256 tokens
+ * (GPT-2's byte-to-unicode mapping of each byte, no merges, pre "gpt2"). */
+tl_status tt_export_gguf(const tt_model *m, const char *path);
+
+#endif

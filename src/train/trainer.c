@@ -1,0 +1,76 @@
+/* train/trainer: the training step and validation loop shared by `tallow
+ * train` and the tests (so the resume test checks the code the CLI runs).
+ * Owns: the batch buffers. Calls: train (ops, nn, optim, data). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/tt_internal.h"
+
+tl_status tt_trainer_init(tt_trainer *t, tt_ctx *c, tt_model *m, tt_optim *o, const tt_dataset *d, int64_t batch,
+                          int64_t seq, uint64_t seed) {
+    memset(t, 0, sizeof *t);
+    t->ctx = c;
+    t->model = m;
+    t->optim = o;
+    t->data = d;
+    t->batch = batch;
+    t->seq = seq;
+    t->clip = 1.0;
+    t->sched.kind = TT_SCHED_CONSTANT;
+    t->sched.lr_max = o ? o->cfg.lr : 0;
+    tt_rng_seed(&t->rng, seed);
+    t->ids = malloc((size_t)(batch * seq) * sizeof(int32_t));
+    t->targets = malloc((size_t)(batch * seq) * sizeof(int32_t));
+    if (!t->ids || !t->targets) {
+        tt_trainer_free(t);
+        return tl_err(TL_ERR_NOMEM, "trainer: out of memory");
+    }
+    return TL_OK;
+}
+
+void tt_trainer_free(tt_trainer *t) {
+    free(t->ids);
+    free(t->targets);
+    t->ids = t->targets = NULL;
+}
+
+tl_status tt_trainer_step(tt_trainer *t, double *loss, double *grad_norm) {
+    tl_status s = tt_dataset_batch(t->data, false, &t->rng, t->batch, t->seq, t->ids, t->targets);
+    if (s) return s;
+    t->model->training = true;
+    tt_params_zero_grad(&t->model->params);
+    tt_tensor *l = tt_model_loss(t->ctx, t->model, t->ids, t->targets, t->batch, t->seq, NULL);
+    if (!l) {
+        tt_ctx_reset(t->ctx);
+        return tl_err_prefix(TL_ERR_INVALID, "train step %lld: ", (long long)t->step);
+    }
+    if (loss) *loss = tt_get(l, 0);
+    s = tt_backward(t->ctx, l);
+    tt_ctx_reset(t->ctx);
+    if (s) return s;
+    double gn = t->clip > 0 ? tt_clip_grad_norm(&t->model->params, t->clip) : 0;
+    if (grad_norm) *grad_norm = gn;
+    s = tt_optim_step(t->optim, tt_schedule_lr(&t->sched, t->step));
+    t->step++;
+    return s;
+}
+
+tl_status tt_trainer_eval(tt_trainer *t, int64_t n_batches, double *loss) {
+    bool prev = tt_set_grad_enabled(t->ctx, false);
+    bool tr = t->model->training;
+    t->model->training = false;
+    double sum = 0;
+    tl_status s = TL_OK;
+    for (int64_t k = 0; k < n_batches && !s; k++) {
+        s = tt_dataset_batch_at(t->data, true, k, t->batch, t->seq, t->ids, t->targets);
+        if (s) break;
+        tt_tensor *l = tt_model_loss(t->ctx, t->model, t->ids, t->targets, t->batch, t->seq, NULL);
+        if (!l) s = TL_ERR_INVALID;
+        else sum += tt_get(l, 0);
+        tt_ctx_reset(t->ctx);
+    }
+    t->model->training = tr;
+    tt_set_grad_enabled(t->ctx, prev);
+    if (!s) *loss = sum / (double)(n_batches > 0 ? n_batches : 1);
+    return s;
+}

@@ -1,0 +1,364 @@
+/* test_train_grad: every training op's backward against central finite
+ * differences in float64, on random inputs of several shapes, with
+ * broadcasting and non-contiguous (transposed, narrowed, expanded) inputs.
+ * Loss = sum(op(x...) * R) for a fixed random R, so every output element's
+ * gradient path is exercised. Tolerance: |analytic - numeric| <= 1e-6 *
+ * max(1, |numeric|): with h = 1e-5 the central difference's truncation error
+ * is O(h^2 * f''') ~ 1e-10 and rounding ~ 1e-16/h ~ 1e-11, so 1e-6 leaves a
+ * wide margin while any wrong formula is off by O(1). Also checks autograd
+ * behaviour: accumulation, no_grad, freed-graph error, grads only where
+ * needed. Oracle: finite differences (nobody's code). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "test_util.h"
+#include "train/train.h"
+
+#define MAXIN 4
+
+typedef tt_tensor *(*build_fn)(tt_ctx *c, tt_tensor **x);
+
+static tt_rng g_rng;
+static int32_t g_ids[64];
+static int32_t g_tg[64];
+
+static double loss_of(tt_ctx *c, build_fn f, tt_tensor **x, const tt_tensor *R) {
+    tt_tensor *y = f(c, x);
+    if (!y) return NAN;
+    double s = 0;
+    int64_t n = tt_numel(y);
+    for (int64_t i = 0; i < n; i++) s += tt_get(y, i) * tt_get(R, i);
+    return s;
+}
+
+static double check_op(const char *name, build_fn f, int nin, const int64_t shapes[][5], double lo, double hi) {
+    tt_ctx *c;
+    tt_ctx_init(2, &c);
+    tt_tensor *x[MAXIN] = {0};
+    for (int i = 0; i < nin; i++) {
+        x[i] = tt_new(TT_F64, (int)shapes[i][0], &shapes[i][1]);
+        tt_init_uniform(x[i], &g_rng, lo, hi);
+        x[i]->requires_grad = true;
+    }
+    tt_tensor *y = f(c, x);
+    CHECK(y != NULL, "%s forward failed: %s", name, tl_last_error());
+    if (!y) return INFINITY;
+    tt_tensor *R = tt_new(TT_F64, y->ndim, y->shape);
+    tt_init_uniform(R, &g_rng, -1, 1);
+    tt_tensor *lt = NULL;
+    {
+        tt_tensor *yr = tt_mul(c, y, R);
+        lt = tt_sum(c, yr);
+    }
+    tl_status s = tt_backward(c, lt);
+    CHECK(s == TL_OK, "%s backward: %s", name, tl_last_error());
+    tt_ctx_reset(c);
+    double maxerr = 0;
+    const double h = 1e-5;
+    bool prev = tt_set_grad_enabled(c, false);
+    for (int i = 0; i < nin; i++) {
+        int64_t n = tt_numel(x[i]);
+        int64_t step = n > 48 ? n / 48 : 1;
+        for (int64_t e = 0; e < n; e += step) {
+            double v = tt_get(x[i], e);
+            tt_set(x[i], e, v + h);
+            double lp = loss_of(c, f, x, R);
+            tt_ctx_reset(c);
+            tt_set(x[i], e, v - h);
+            double lm = loss_of(c, f, x, R);
+            tt_ctx_reset(c);
+            tt_set(x[i], e, v);
+            double num = (lp - lm) / (2 * h);
+            double ana = x[i]->grad ? tt_get(x[i]->grad, e) : 0.0;
+            double err = fabs(ana - num) / fmax(1.0, fabs(num));
+            if (err > maxerr) maxerr = err;
+        }
+    }
+    tt_set_grad_enabled(c, prev);
+    CHECK(maxerr <= 1e-6, "%s: max relative grad error %.3g", name, maxerr);
+    printf("  %-28s max grad err %.2e\n", name, maxerr);
+    for (int i = 0; i < nin; i++) tt_free(x[i]);
+    tt_free(R);
+    tt_ctx_free(c);
+    return maxerr;
+}
+
+/* ---- op builders ------------------------------------------------------------ */
+static tt_tensor *b_add_bcast(tt_ctx *c, tt_tensor **x) { return tt_add(c, x[0], x[1]); }
+static tt_tensor *b_sub_bcast(tt_ctx *c, tt_tensor **x) { return tt_sub(c, x[0], x[1]); }
+static tt_tensor *b_mul_bcast(tt_ctx *c, tt_tensor **x) { return tt_mul(c, x[0], x[1]); }
+static tt_tensor *b_div_bcast(tt_ctx *c, tt_tensor **x) { return tt_div(c, x[0], x[1]); }
+static tt_tensor *b_mul_transposed(tt_ctx *c, tt_tensor **x) {
+    return tt_mul(c, tt_transpose(c, x[0], 0, 1), x[1]);
+}
+static tt_tensor *b_neg(tt_ctx *c, tt_tensor **x) { return tt_neg(c, x[0]); }
+static tt_tensor *b_scale(tt_ctx *c, tt_tensor **x) { return tt_scale(c, x[0], -1.7); }
+static tt_tensor *b_exp(tt_ctx *c, tt_tensor **x) { return tt_exp(c, x[0]); }
+static tt_tensor *b_log(tt_ctx *c, tt_tensor **x) { return tt_log(c, x[0]); }
+static tt_tensor *b_sqrt(tt_ctx *c, tt_tensor **x) { return tt_sqrt(c, x[0]); }
+static tt_tensor *b_pow(tt_ctx *c, tt_tensor **x) { return tt_pow(c, x[0], 2.5); }
+static tt_tensor *b_relu(tt_ctx *c, tt_tensor **x) { return tt_relu(c, x[0]); }
+static tt_tensor *b_gelu_tanh(tt_ctx *c, tt_tensor **x) { return tt_gelu_tanh(c, tt_transpose(c, x[0], 0, 2)); }
+static tt_tensor *b_gelu_erf(tt_ctx *c, tt_tensor **x) { return tt_gelu_erf(c, x[0]); }
+static tt_tensor *b_silu(tt_ctx *c, tt_tensor **x) { return tt_silu(c, x[0]); }
+static tt_tensor *b_sigmoid(tt_ctx *c, tt_tensor **x) { return tt_sigmoid(c, x[0]); }
+static tt_tensor *b_tanh(tt_ctx *c, tt_tensor **x) { return tt_tanh(c, x[0]); }
+static tt_tensor *b_sum(tt_ctx *c, tt_tensor **x) { return tt_sum(c, x[0]); }
+static tt_tensor *b_mean(tt_ctx *c, tt_tensor **x) { return tt_mean(c, tt_transpose(c, x[0], 0, 1)); }
+static tt_tensor *b_sum_dim(tt_ctx *c, tt_tensor **x) { return tt_sum_dim(c, x[0], 1, false); }
+static tt_tensor *b_mean_dim_keep(tt_ctx *c, tt_tensor **x) { return tt_mean_dim(c, x[0], -1, true); }
+static tt_tensor *b_matmul(tt_ctx *c, tt_tensor **x) { return tt_matmul(c, x[0], x[1]); }
+static tt_tensor *b_matmul_bcast(tt_ctx *c, tt_tensor **x) { return tt_matmul(c, x[0], x[1]); }
+static tt_tensor *b_matmul_t(tt_ctx *c, tt_tensor **x) {
+    return tt_matmul(c, x[0], tt_transpose(c, x[1], -1, -2));
+}
+static tt_tensor *b_linear(tt_ctx *c, tt_tensor **x) { return tt_linear(c, x[0], x[1], x[2]); }
+static tt_tensor *b_linear_view(tt_ctx *c, tt_tensor **x) {
+    return tt_linear(c, tt_narrow(c, x[0], 2, 1, 5), x[1], NULL);
+}
+static tt_tensor *b_softmax(tt_ctx *c, tt_tensor **x) { return tt_softmax(c, x[0]); }
+static tt_tensor *b_log_softmax(tt_ctx *c, tt_tensor **x) { return tt_log_softmax(c, tt_transpose(c, x[0], 0, 1)); }
+static tt_tensor *b_embedding(tt_ctx *c, tt_tensor **x) {
+    int64_t sh[2] = {2, 5};
+    return tt_embedding(c, x[0], g_ids, 2, sh);
+}
+static tt_tensor *b_layernorm(tt_ctx *c, tt_tensor **x) { return tt_layernorm(c, x[0], x[1], x[2], 1e-5); }
+static tt_tensor *b_layernorm_view(tt_ctx *c, tt_tensor **x) {
+    return tt_layernorm(c, tt_transpose(c, x[0], 0, 1), x[1], x[2], 1e-5);
+}
+static tt_tensor *b_rmsnorm(tt_ctx *c, tt_tensor **x) { return tt_rmsnorm(c, x[0], x[1], 1e-6); }
+static tt_tensor *b_rope(tt_ctx *c, tt_tensor **x) { return tt_rope(c, x[0], 3, 10000.0); }
+static tt_tensor *b_attn_causal(tt_ctx *c, tt_tensor **x) { return tt_attention(c, x[0], x[1], x[2], true, 0); }
+static tt_tensor *b_attn_gqa(tt_ctx *c, tt_tensor **x) { return tt_attention(c, x[0], x[1], x[2], true, 0.3); }
+static tt_tensor *b_attn_full_view(tt_ctx *c, tt_tensor **x) {
+    int perm[4] = {0, 2, 1, 3}; /* q given as [B, T, H, D] */
+    return tt_attention(c, tt_permute(c, x[0], perm), x[1], x[2], false, 0);
+}
+static tt_tensor *b_attn_fused_qkv(tt_ctx *c, tt_tensor **x) {
+    /* GPT-2 layout: one [B, T, 3*H*D] tensor, q/k/v narrowed, reshaped to
+     * heads without copies, k given transposed in its last two dims */
+    int perm[4] = {0, 2, 1, 3};
+    int64_t sh[4] = {2, 5, 2, 4};
+    tt_tensor *q = tt_permute(c, tt_reshape(c, tt_narrow(c, x[0], 2, 0, 8), 4, sh), perm);
+    tt_tensor *k = tt_permute(c, tt_reshape(c, tt_narrow(c, x[0], 2, 8, 8), 4, sh), perm);
+    tt_tensor *v = tt_permute(c, tt_reshape(c, tt_narrow(c, x[0], 2, 16, 8), 4, sh), perm);
+    tt_tensor *kt = tt_transpose(c, tt_contiguous(c, tt_transpose(c, k, 2, 3)), 2, 3); /* last-dim stride != 1 */
+    return tt_attention(c, q, kt, v, true, 0);
+}
+static tt_tensor *b_reshape_views(tt_ctx *c, tt_tensor **x) {
+    int64_t a[4] = {2, 3, 2, 2}, b[2] = {6, 4};
+    tt_tensor *n = tt_narrow(c, x[0], 2, 2, 4); /* [2,3,4] of [2,3,8] */
+    return tt_add(c, tt_reshape(c, tt_reshape(c, n, 4, a), 2, b), tt_reshape(c, n, 2, b));
+}
+static tt_tensor *b_reshape_same_ndim(tt_ctx *c, tt_tensor **x) {
+    int64_t a[2] = {6, 4}, b[3] = {3, 2, 4};
+    tt_tensor *r = tt_reshape(c, x[0], 2, a); /* [4,6] -> [6,4], twice so the grad accumulates */
+    tt_tensor *r2 = tt_reshape(c, tt_transpose(c, x[1], 0, 2), 3, b); /* [4,2,3] -> [3,2,4] through a copy */
+    return tt_add(c, tt_mul(c, r, r), tt_reshape(c, tt_add(c, r2, tt_reshape(c, x[0], 3, b)), 2, a));
+}
+static tt_tensor *b_ce(tt_ctx *c, tt_tensor **x) { return tt_cross_entropy(c, x[0], g_tg, -100); }
+static tt_tensor *b_mse(tt_ctx *c, tt_tensor **x) { return tt_mse(c, x[0], x[1]); }
+static tt_tensor *b_dropout(tt_ctx *c, tt_tensor **x) { return tt_dropout(c, x[0], 0.3, 1234, true); }
+static tt_tensor *b_views(tt_ctx *c, tt_tensor **x) {
+    int64_t sh[3] = {3, 4, 2};
+    int64_t ex[3] = {2, 3, 4};
+    int perm[3] = {2, 0, 1};
+    tt_tensor *r = tt_reshape(c, x[0], 3, sh);      /* [3,4,2] */
+    tt_tensor *p = tt_permute(c, r, perm);          /* [2,3,4] */
+    tt_tensor *n = tt_narrow(c, x[1], 0, 1, 1);     /* [1,3,4] of [3,3,4] */
+    tt_tensor *e = tt_expand(c, n, 3, ex);          /* [2,3,4] */
+    tt_tensor *u = tt_unsqueeze(c, tt_narrow(c, x[1], 2, 0, 1), 0); /* [1,3,3,1] */
+    tt_tensor *s = tt_mul(c, p, e);
+    return tt_add(c, tt_unsqueeze(c, s, 0), tt_narrow(c, tt_sum_dim(c, u, 3, true), 1, 0, 1));
+}
+
+static void autograd_behaviour(void) {
+    tt_ctx *c;
+    tt_ctx_init(1, &c);
+    int64_t sh[1] = {3};
+    double v[3] = {1, 2, 3};
+    tt_tensor *a = tt_new_from(TT_F64, 1, sh, v), *b = tt_new_from(TT_F64, 1, sh, v);
+    a->requires_grad = true;
+    /* accumulation across two backward passes */
+    for (int it = 0; it < 2; it++) {
+        tt_tensor *l = tt_sum(c, tt_mul(c, a, b));
+        CHECK(tt_backward(c, l) == TL_OK, "backward: %s", tl_last_error());
+        /* freed graph: a second backward must fail cleanly */
+        if (it == 0) CHECK(tt_backward(c, l) == TL_ERR_STATE, "second backward should be TL_ERR_STATE");
+        tt_ctx_reset(c);
+    }
+    CHECK(a->grad && tt_get(a->grad, 2) == 6.0, "accumulated grad %g (want 6)", a->grad ? tt_get(a->grad, 2) : -1);
+    CHECK(b->grad == NULL, "grad computed for a tensor that does not need it");
+    tt_zero_grad(a);
+    CHECK(tt_get(a->grad, 0) == 0.0, "zero_grad");
+    /* no_grad: nothing recorded, backward refuses */
+    bool prev = tt_set_grad_enabled(c, false);
+    tt_tensor *l = tt_sum(c, tt_mul(c, a, b));
+    CHECK(l && !l->requires_grad, "no_grad output requires grad");
+    CHECK(tt_backward(c, l) == TL_ERR_STATE, "backward of a no-grad tensor should fail");
+    tt_set_grad_enabled(c, prev);
+    /* shape mismatch: a clear error, not a crash */
+    int64_t sh2[1] = {4};
+    tt_tensor *d = tt_zeros(c, TT_F64, 1, sh2);
+    CHECK(tt_add(c, a, d) == NULL && strstr(tl_last_error(), "broadcast"), "mismatch error: %s", tl_last_error());
+    CHECK(tt_sum(c, tt_add(c, a, d)) == NULL, "NULL must propagate");
+    /* retain_grad on a non-leaf */
+    tt_tensor *m = tt_mul(c, a, b);
+    m->retain_grad = true;
+    CHECK(tt_backward(c, tt_sum(c, m)) == TL_OK, "backward");
+    CHECK(m->grad && tt_get(m->grad, 1) == 1.0, "retained non-leaf grad");
+    tt_ctx_reset(c);
+    /* two losses sharing an activation t: the first backward frees the
+     * shared part of the graph (as PyTorch does without retain_graph) but
+     * must keep t's data, which the second graph's mul still reads (ASan
+     * would flag a use after free); the second backward then reports the
+     * freed graph instead of crashing or silently dropping gradient. */
+    tt_zero_grad(a);
+    tt_tensor *t = tt_exp(c, a);
+    tt_tensor *l1 = tt_sum(c, tt_scale(c, t, 2.0));
+    tt_tensor *l2 = tt_sum(c, tt_mul(c, t, t));
+    CHECK(tt_backward(c, l1) == TL_OK, "l1 backward");
+    CHECK(t->st->data != NULL && fabs(tt_get(t, 2) - exp(3.0)) < 1e-12, "shared activation released too early");
+    CHECK(tt_backward(c, l2) == TL_ERR_STATE && strstr(tl_last_error(), "freed graph"), "l2 backward: %s",
+          tl_last_error());
+    CHECK(fabs(tt_get(a->grad, 2) - 2 * exp(3.0)) < 1e-9, "l1 grad %.12g", tt_get(a->grad, 2));
+    tt_ctx_reset(c);
+    tt_free(a);
+    tt_free(b);
+    tt_ctx_free(c);
+}
+
+static void f32_paths_vs_f64(void) {
+    /* the f32 fast paths (AVX2 GELU, polynomial exp/tanh, threaded chunks with
+     * tails) against the f64 kernels on the same inputs, forward and backward */
+    tt_ctx *c;
+    tt_ctx_init(2, &c);
+    for (int64_t n = 37; n <= 40000; n += 39963) {
+        tt_tensor *x32 = tt_new(TT_F32, 1, &n), *x64 = tt_new(TT_F64, 1, &n);
+        tt_init_uniform(x64, &g_rng, -6, 6);
+        tt_copy_(x32, x64);
+        tt_copy_(x64, x32);
+        x32->requires_grad = x64->requires_grad = true;
+        tt_tensor *(*fns[3])(tt_ctx *, tt_tensor *) = {tt_gelu_tanh, tt_silu, tt_sigmoid};
+        for (int f = 0; f < 3; f++) {
+            tt_zero_grad(x32);
+            tt_zero_grad(x64);
+            tt_tensor *y32 = fns[f](c, x32), *y64 = fns[f](c, x64);
+            double e = 0;
+            for (int64_t i = 0; i < n; i++) e = fmax(e, fabs(tt_get(y32, i) - tt_get(y64, i)));
+            tt_backward(c, tt_sum(c, y32));
+            tt_backward(c, tt_sum(c, y64));
+            double eg = 0;
+            for (int64_t i = 0; i < n; i++) eg = fmax(eg, fabs(tt_get(x32->grad, i) - tt_get(x64->grad, i)));
+            CHECK(e < 5e-6 && eg < 5e-6, "f32 fast path %d n=%lld: fwd err %g, grad err %g", f, (long long)n, e, eg);
+            tt_ctx_reset(c);
+        }
+        tt_free(x32);
+        tt_free(x64);
+    }
+    tt_ctx_free(c);
+}
+
+static void gemm_vs_naive(void) {
+    /* the blocked/threaded f32 gemm against a double-accumulated naive loop */
+    int64_t dims[][3] = {{1, 1, 1}, {7, 19, 5}, {97, 130, 300}, {200, 33, 513}};
+    tl_threadpool *tp;
+    tl_threadpool_init(2, &tp);
+    for (int t = 0; t < 4; t++) {
+        int64_t M = dims[t][0], N = dims[t][1], K = dims[t][2];
+        float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+        float *C = malloc(sizeof(float) * (size_t)(M * N));
+        for (int64_t i = 0; i < M * K; i++) A[i] = (float)(tt_rng_uniform(&g_rng) - 0.5);
+        for (int64_t i = 0; i < K * N; i++) B[i] = (float)(tt_rng_uniform(&g_rng) - 0.5);
+        float *At = malloc(sizeof(float) * (size_t)(M * K)); /* A^T stored [K, M] */
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t k = 0; k < K; k++) At[k * M + m] = A[m * K + k];
+        for (int tr = 0; tr < 3; tr++) { /* B as given, B through a transpose, A through a transpose */
+            if (tr == 1) tt_gemm_f32(tp, M, N, K, A, K, 1, B, 1, K, C, N, false);
+            else if (tr == 2) tt_gemm_f32(tp, M, N, K, At, 1, M, B, N, 1, C, N, false);
+            else tt_gemm_f32(tp, M, N, K, A, K, 1, B, N, 1, C, N, false);
+            double maxe = 0;
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < N; n++) {
+                    double s = 0;
+                    for (int64_t k = 0; k < K; k++) s += (double)A[m * K + k] * (tr == 1 ? B[n * K + k] : B[k * N + n]);
+                    double e = fabs(s - C[m * N + n]);
+                    if (e > maxe) maxe = e;
+                }
+            CHECK(maxe < 1e-4, "gemm %lldx%lldx%lld tr=%d: max err %g", (long long)M, (long long)N, (long long)K, tr,
+                  maxe);
+        }
+        free(A);
+        free(At);
+        free(B);
+        free(C);
+    }
+    tl_threadpool_free(tp);
+}
+
+int main(void) {
+    tt_rng_seed(&g_rng, 42);
+    for (int i = 0; i < 64; i++) {
+        g_ids[i] = (int32_t)(tt_rng_next(&g_rng) % 7);
+        g_tg[i] = (int32_t)(tt_rng_next(&g_rng) % 6);
+    }
+    g_tg[2] = -100; /* an ignored row */
+    g_tg[5] = -100;
+    autograd_behaviour();
+    gemm_vs_naive();
+    f32_paths_vs_f64();
+    double worst = 0, e;
+#define RUN(name, fn, nin, lo, hi, ...)                                  \
+    do {                                                                 \
+        const int64_t sh[][5] = {__VA_ARGS__};                           \
+        e = check_op(name, fn, nin, sh, lo, hi);                         \
+        worst = e > worst ? e : worst;                                   \
+    } while (0)
+    RUN("add broadcast", b_add_bcast, 2, -1, 1, {3, 2, 3, 4}, {2, 3, 1});
+    RUN("sub broadcast", b_sub_bcast, 2, -1, 1, {2, 2, 1}, {3, 3, 1, 5});
+    RUN("mul broadcast", b_mul_bcast, 2, -1, 1, {3, 2, 3, 4}, {1, 4});
+    RUN("div broadcast", b_div_bcast, 2, 0.5, 2, {2, 3, 4}, {2, 1, 4});
+    RUN("mul transposed view", b_mul_transposed, 2, -1, 1, {2, 4, 3}, {2, 3, 4});
+    RUN("neg", b_neg, 1, -1, 1, {2, 3, 4});
+    RUN("scale", b_scale, 1, -1, 1, {2, 3, 4});
+    RUN("exp", b_exp, 1, -1, 1, {2, 3, 4});
+    RUN("log", b_log, 1, 0.5, 2, {2, 3, 4});
+    RUN("sqrt", b_sqrt, 1, 0.5, 2, {2, 3, 4});
+    RUN("pow 2.5", b_pow, 1, 0.5, 2, {2, 3, 4});
+    RUN("relu", b_relu, 1, -1, 1, {2, 3, 4});
+    RUN("gelu tanh (transposed)", b_gelu_tanh, 1, -3, 3, {3, 2, 3, 4});
+    RUN("gelu erf", b_gelu_erf, 1, -3, 3, {2, 3, 4});
+    RUN("silu", b_silu, 1, -3, 3, {2, 3, 4});
+    RUN("sigmoid", b_sigmoid, 1, -3, 3, {2, 3, 4});
+    RUN("tanh", b_tanh, 1, -2, 2, {2, 3, 4});
+    RUN("sum", b_sum, 1, -1, 1, {2, 3, 4});
+    RUN("mean (transposed)", b_mean, 1, -1, 1, {2, 3, 4});
+    RUN("sum dim", b_sum_dim, 1, -1, 1, {3, 2, 3, 4});
+    RUN("mean dim keepdim", b_mean_dim_keep, 1, -1, 1, {2, 3, 4});
+    RUN("matmul", b_matmul, 2, -1, 1, {2, 5, 7}, {2, 7, 3});
+    RUN("batched matmul broadcast", b_matmul_bcast, 2, -1, 1, {4, 2, 3, 4, 5}, {2, 5, 6});
+    RUN("matmul transposed b", b_matmul_t, 2, -1, 1, {3, 2, 4, 5}, {3, 2, 3, 5});
+    RUN("linear + bias", b_linear, 3, -1, 1, {3, 2, 3, 6}, {2, 4, 6}, {1, 4});
+    RUN("linear of narrowed view", b_linear_view, 2, -1, 1, {3, 2, 3, 7}, {2, 4, 5});
+    RUN("softmax", b_softmax, 1, -2, 2, {3, 2, 3, 5});
+    RUN("log_softmax (transposed)", b_log_softmax, 1, -2, 2, {3, 4, 3, 5});
+    RUN("embedding", b_embedding, 1, -1, 1, {2, 7, 4});
+    RUN("layernorm", b_layernorm, 3, -1, 1, {3, 2, 3, 8}, {1, 8}, {1, 8});
+    RUN("layernorm (transposed)", b_layernorm_view, 3, -1, 1, {3, 5, 2, 6}, {1, 6}, {1, 6});
+    RUN("rmsnorm", b_rmsnorm, 2, -1, 1, {3, 2, 3, 8}, {1, 8});
+    RUN("rope interleaved", b_rope, 1, -1, 1, {4, 2, 3, 2, 8});
+    RUN("attention causal", b_attn_causal, 3, -1, 1, {4, 2, 2, 5, 4}, {4, 2, 2, 5, 4}, {4, 2, 2, 5, 4});
+    RUN("attention causal GQA S>T", b_attn_gqa, 3, -1, 1, {4, 1, 4, 3, 4}, {4, 1, 2, 6, 4}, {4, 1, 2, 6, 4});
+    RUN("attention full, permuted q", b_attn_full_view, 3, -1, 1, {4, 2, 5, 2, 4}, {4, 2, 2, 6, 4},
+        {4, 2, 2, 6, 4});
+    RUN("attention fused qkv views", b_attn_fused_qkv, 1, -1, 1, {3, 2, 5, 24});
+    RUN("reshape of narrowed views", b_reshape_views, 1, -1, 1, {3, 2, 3, 8});
+    RUN("reshape, same ndim", b_reshape_same_ndim, 2, -1, 1, {2, 4, 6}, {3, 3, 2, 4});
+    RUN("cross-entropy ignore_index", b_ce, 1, -2, 2, {2, 8, 6});
+    RUN("mse", b_mse, 2, -1, 1, {2, 3, 4}, {2, 3, 4});
+    RUN("dropout p=0.3 seeded", b_dropout, 1, -1, 1, {2, 5, 6});
+    RUN("views chain", b_views, 2, -1, 1, {2, 4, 6}, {3, 3, 3, 4});
+    printf("worst relative grad error over all ops: %.3g\n", worst);
+    return test_finish();
+}

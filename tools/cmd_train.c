@@ -1,0 +1,315 @@
+/* tools/cmd_train: `tallow train --arch gpt2|llama --text FILE [options]`.
+ *
+ * Trains a byte-level GPT-2-style or Llama-style LM on a text file with
+ * AdamW, warmup + cosine LR, grad clipping; prints a live progress line
+ * (step, loss, lr, tokens/s, ETA), evaluates validation loss and prints a
+ * short sample every --eval-every steps, and writes into --out DIR:
+ * log.csv (step,lr,train_loss,val_loss,grad_norm,tok_per_s,cpu_ms: process CPU
+ * time of the step, all threads), loss.png (the
+ * loss curve: train blue, validation red), ckpt.safetensors (model +
+ * optimizer + step + RNG; --resume continues from it bit-identically).
+ * Uses the training framework (src/train) and io/png directly.
+ * Owns: the model, optimizer, dataset of the run. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "base/cpu.h"
+#include "base/timer.h"
+#include "commands.h"
+#include "io/png.h"
+#include "train/train.h"
+
+static void train_usage(FILE *f) {
+    fprintf(f,
+            "usage: tallow train --text FILE [options]\n"
+            "  --arch gpt2|llama   model family (default llama)\n"
+            "  --layers N --dim N --heads N --kv-heads N   model shape (default 4, 128, 4, heads)\n"
+            "  --ctx N             context / training sequence length (default 128)\n"
+            "  --batch N           sequences per step (default 8)\n"
+            "  --steps N           optimizer steps (default 500)\n"
+            "  --lr X --min-lr X --warmup N   peak lr (1e-3), final lr (lr/10), warmup steps (steps/20)\n"
+            "  --wd X --clip X --dropout X    weight decay (0.1), grad-norm clip (1.0), dropout (0)\n"
+            "  --val-frac X        tail fraction held out for validation (0.1)\n"
+            "  --eval-every N --eval-batches N   validation cadence (100) and size (8)\n"
+            "  --ckpt-every N      also checkpoint every N steps (0: only at the end)\n"
+            "  --sample-len N      bytes of sample text printed at each eval (64; 0 off)\n"
+            "  --threads N --seed N --out DIR (default train-out) --resume CKPT\n");
+}
+
+/* ---- loss curve ------------------------------------------------------------ */
+typedef struct pt {
+    int64_t step;
+    double v;
+} pt;
+
+static void plot_line(uint8_t *img, int W, int H, int x0, int y0, int x1, int y1, const uint8_t *col) {
+    int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
+    for (;;) {
+        for (int oy = 0; oy < 2; oy++) {
+            int y = y0 + oy;
+            if (x0 >= 0 && x0 < W && y >= 0 && y < H) memcpy(img + ((size_t)y * W + x0) * 3, col, 3);
+        }
+        if (x0 == x1 && y0 == y1) break;
+        int e2 = 2 * err;
+        if (e2 >= dy) {
+            err += dy;
+            x0 += sx;
+        }
+        if (e2 <= dx) {
+            err += dx;
+            y0 += sy;
+        }
+    }
+}
+
+static tl_status write_plot(const char *path, const pt *tr, int ntr, const pt *va, int nva, int64_t steps) {
+    const int W = 640, H = 400, L = 50, R = 20, T = 20, B = 40;
+    uint8_t *img = malloc((size_t)W * H * 3);
+    if (!img) return tl_err(TL_ERR_NOMEM, "train: out of memory for the plot");
+    memset(img, 255, (size_t)W * H * 3);
+    double lo = 1e30, hi = -1e30;
+    for (int i = 0; i < ntr; i++) lo = fmin(lo, tr[i].v), hi = fmax(hi, tr[i].v);
+    for (int i = 0; i < nva; i++) lo = fmin(lo, va[i].v), hi = fmax(hi, va[i].v);
+    if (!(hi > lo)) hi = lo + 1;
+    lo = floor(lo * 2) / 2;
+    hi = ceil(hi * 2) / 2;
+    static const uint8_t black[3] = {0, 0, 0}, grey[3] = {210, 210, 210}, blue[3] = {31, 90, 200},
+                         red[3] = {220, 40, 40};
+    /* grid every 0.5 in loss, axes */
+    for (double g = lo; g <= hi + 1e-9; g += 0.5) {
+        int y = T + (int)((hi - g) / (hi - lo) * (H - T - B));
+        plot_line(img, W, H, L, y, W - R, y, grey);
+    }
+    plot_line(img, W, H, L, T, L, H - B, black);
+    plot_line(img, W, H, L, H - B, W - R, H - B, black);
+#define PX(s) (L + (int)((double)(s) / (double)(steps > 1 ? steps : 1) * (W - L - R)))
+#define PY(v) (T + (int)((hi - (v)) / (hi - lo) * (H - T - B)))
+    for (int i = 1; i < ntr; i++)
+        plot_line(img, W, H, PX(tr[i - 1].step), PY(tr[i - 1].v), PX(tr[i].step), PY(tr[i].v), blue);
+    for (int i = 0; i < nva; i++) {
+        if (i) plot_line(img, W, H, PX(va[i - 1].step), PY(va[i - 1].v), PX(va[i].step), PY(va[i].v), red);
+        for (int d = -3; d <= 3; d++) plot_line(img, W, H, PX(va[i].step) - 3, PY(va[i].v) + d, PX(va[i].step) + 3,
+                                                PY(va[i].v) + d, red);
+    }
+#undef PX
+#undef PY
+    tl_status s = png_write_rgb(path, W, H, img);
+    free(img);
+    return s;
+}
+
+/* ---- sampling ------------------------------------------------------------- */
+static void print_sample(tt_ctx *c, tt_model *m, const tt_dataset *d, int n, tt_rng *r) {
+    int64_t ctx = m->cfg.ctx;
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)(ctx + n));
+    if (!buf) return;
+    int64_t len = 8 < ctx ? 8 : ctx;
+    for (int64_t i = 0; i < len; i++) buf[i] = d->tokens[d->n_train + i]; /* prompt: start of validation text */
+    bool prev = tt_set_grad_enabled(c, false);
+    bool tr = m->training;
+    m->training = false;
+    fprintf(stderr, "  sample: \"");
+    for (int64_t i = 0; i < len; i++) fputc(buf[i] >= 32 && buf[i] < 127 ? buf[i] : ' ', stderr);
+    fprintf(stderr, "|");
+    for (int k = 0; k < n; k++) {
+        int64_t T = len < ctx ? len : ctx;
+        tt_tensor *lg = tt_model_forward(c, m, buf + len - T, 1, T);
+        if (!lg) break;
+        const float *row = (const float *)tt_data(lg) + (T - 1) * m->cfg.vocab;
+        double mx = -1e30, sum = 0, p[256];
+        for (int v = 0; v < 256 && v < m->cfg.vocab; v++) mx = fmax(mx, row[v]);
+        for (int v = 0; v < 256 && v < m->cfg.vocab; v++) sum += p[v] = exp((row[v] - mx) / 0.8);
+        double u = tt_rng_uniform(r) * sum;
+        int tok = 0;
+        for (; tok < 255 && (u -= p[tok]) > 0; tok++) {
+        }
+        buf[len++] = tok;
+        fputc(tok >= 32 && tok < 127 ? tok : (tok == '\n' ? ' ' : '?'), stderr);
+        tt_ctx_reset(c);
+    }
+    fprintf(stderr, "\"\n");
+    m->training = tr;
+    tt_set_grad_enabled(c, prev);
+    free(buf);
+}
+
+static void fmt_eta(double s, char *out, size_t n) {
+    if (s < 0 || s > 1e7) s = 0;
+    int h = (int)(s / 3600), mi = (int)(s / 60) % 60, se = (int)s % 60;
+    if (h) snprintf(out, n, "%dh%02dm", h, mi);
+    else snprintf(out, n, "%dm%02ds", mi, se);
+}
+
+int cmd_train(int argc, char **argv) {
+    const char *text = NULL, *out = "train-out", *resume = NULL, *arch = "llama";
+    int32_t layers = 4, dim = 128, heads = 4, kv_heads = 0, ctxlen = 128, batch = 8, steps = 500, warmup = -1;
+    int32_t eval_every = 100, eval_batches = 8, ckpt_every = 0, threads = 0, sample_len = 64;
+    float lr = 1e-3f, min_lr = -1, wd = 0.1f, clip = 1.0f, dropout = 0, val_frac = 0.1f;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool ok = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            train_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--text")) ok = args_str(argc, argv, &i, &text);
+        else if (!strcmp(a, "--out")) ok = args_str(argc, argv, &i, &out);
+        else if (!strcmp(a, "--resume")) ok = args_str(argc, argv, &i, &resume);
+        else if (!strcmp(a, "--arch")) ok = args_str(argc, argv, &i, &arch);
+        else if (!strcmp(a, "--layers")) ok = args_int(argc, argv, &i, 0, 256, &layers);
+        else if (!strcmp(a, "--dim")) ok = args_int(argc, argv, &i, 8, 16384, &dim);
+        else if (!strcmp(a, "--heads")) ok = args_int(argc, argv, &i, 1, 256, &heads);
+        else if (!strcmp(a, "--kv-heads")) ok = args_int(argc, argv, &i, 1, 256, &kv_heads);
+        else if (!strcmp(a, "--ctx")) ok = args_int(argc, argv, &i, 2, 4096, &ctxlen);
+        else if (!strcmp(a, "--batch")) ok = args_int(argc, argv, &i, 1, 4096, &batch);
+        else if (!strcmp(a, "--steps")) ok = args_int(argc, argv, &i, 0, 100000000, &steps);
+        else if (!strcmp(a, "--warmup")) ok = args_int(argc, argv, &i, 0, 100000000, &warmup);
+        else if (!strcmp(a, "--eval-every")) ok = args_int(argc, argv, &i, 0, 100000000, &eval_every);
+        else if (!strcmp(a, "--eval-batches")) ok = args_int(argc, argv, &i, 1, 100000, &eval_batches);
+        else if (!strcmp(a, "--ckpt-every")) ok = args_int(argc, argv, &i, 0, 100000000, &ckpt_every);
+        else if (!strcmp(a, "--sample-len")) ok = args_int(argc, argv, &i, 0, 100000, &sample_len);
+        else if (!strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 0, 1024, &threads);
+        else if (!strcmp(a, "--lr")) ok = args_float(argc, argv, &i, 0, 10, &lr);
+        else if (!strcmp(a, "--min-lr")) ok = args_float(argc, argv, &i, 0, 10, &min_lr);
+        else if (!strcmp(a, "--wd")) ok = args_float(argc, argv, &i, 0, 10, &wd);
+        else if (!strcmp(a, "--clip")) ok = args_float(argc, argv, &i, 0, 1e9, &clip);
+        else if (!strcmp(a, "--dropout")) ok = args_float(argc, argv, &i, 0, 0.99, &dropout);
+        else if (!strcmp(a, "--val-frac")) ok = args_float(argc, argv, &i, 0.001, 0.9, &val_frac);
+        else if (!strcmp(a, "--seed")) ok = args_u64(argc, argv, &i, &seed);
+        else {
+            fprintf(stderr, "tallow train: unknown option '%s'\n", a);
+            train_usage(stderr);
+            return 2;
+        }
+        if (!ok) return 2;
+    }
+    if (!text) {
+        train_usage(stderr);
+        return 2;
+    }
+    tt_arch ar;
+    if (!strcmp(arch, "gpt2")) ar = TT_ARCH_GPT2;
+    else if (!strcmp(arch, "llama")) ar = TT_ARCH_LLAMA;
+    else {
+        fprintf(stderr, "tallow train: --arch must be gpt2 or llama\n");
+        return 2;
+    }
+    if (warmup < 0) warmup = steps / 20;
+    if (min_lr < 0) min_lr = lr / 10;
+    if (threads <= 0) threads = tl_cpu_count();
+    mkdir(out, 0755);
+
+    int rc = 1;
+    tt_dataset d = {0};
+    tt_ctx *c = NULL;
+    tt_model m = {0};
+    tt_optim o = {0};
+    tt_trainer tr = {0};
+    FILE *csv = NULL;
+    pt *ptr = NULL, *pva = NULL;
+    int ntr = 0, nva = 0;
+    char path[4096];
+    tt_model_config cfg = tt_model_config_default(ar, 256, ctxlen, dim, layers, heads);
+    if (kv_heads) cfg.kv_heads = kv_heads;
+    cfg.dropout = dropout;
+    if (resume && tt_checkpoint_read_config(resume, &cfg) != TL_OK) goto fail;
+    if (tt_dataset_load_bytes(&d, text, val_frac) != TL_OK) goto fail;
+    if (tt_ctx_init(threads, &c) != TL_OK) goto fail;
+    if (tt_model_init(&m, &cfg, seed) != TL_OK) goto fail;
+    tt_optim_config oc = tt_optim_default(TT_OPT_ADAMW, lr);
+    oc.weight_decay = wd;
+    oc.beta2 = 0.99;
+    if (tt_optim_init(&o, &oc, &m.params) != TL_OK) goto fail;
+    if (tt_trainer_init(&tr, c, &m, &o, &d, batch, cfg.ctx, seed + 1) != TL_OK) goto fail;
+    tr.clip = clip;
+    tr.sched = (tt_schedule){TT_SCHED_COSINE, lr, min_lr, warmup, steps, 0, 0};
+    if (resume) {
+        if (tt_checkpoint_load(resume, &m, &o, &tr.step, &tr.rng) != TL_OK) goto fail;
+        fprintf(stderr, "resumed from %s at step %lld\n", resume, (long long)tr.step);
+    }
+    fprintf(stderr, "%s: %lld params (%d layers, dim %lld, %lld heads / %lld kv, ffn %lld, ctx %lld), %lld train / %lld val "
+                    "bytes, batch %d, %d threads\n",
+            arch, (long long)tt_params_count(&m.params), layers, (long long)cfg.dim, (long long)cfg.heads,
+            (long long)cfg.kv_heads, (long long)cfg.ffn, (long long)cfg.ctx, (long long)d.n_train,
+            (long long)(d.n - d.n_train), batch, threads);
+    snprintf(path, sizeof path, "%s/log.csv", out);
+    csv = fopen(path, resume ? "a" : "w");
+    if (!csv) {
+        fprintf(stderr, "tallow train: cannot write %s\n", path);
+        goto fail;
+    }
+    if (!resume) fprintf(csv, "step,lr,train_loss,val_loss,grad_norm,tok_per_s,cpu_ms\n");
+    ptr = malloc(sizeof(pt) * (size_t)(steps + 1));
+    pva = malloc(sizeof(pt) * (size_t)(steps / (eval_every > 0 ? eval_every : steps + 1) + 3));
+    if (!ptr || !pva) goto fail;
+    tt_rng srng;
+    tt_rng_seed(&srng, seed + 7);
+    bool tty = isatty(2);
+    int64_t t0 = tl_time_us(), start_step = tr.step;
+    double tok_s = 0, ema = 0;
+    while (tr.step < steps) {
+        int64_t ts = tl_time_us();
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        double loss, gn, cur_lr = tt_schedule_lr(&tr.sched, tr.step);
+        if (tt_trainer_step(&tr, &loss, &gn) != TL_OK) goto fail;
+        double dt = (double)(tl_time_us() - ts) / 1e6;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        double cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+        tok_s = (double)(batch * cfg.ctx) / (dt > 0 ? dt : 1e-9);
+        ema = tr.step - start_step == 1 ? loss : 0.9 * ema + 0.1 * loss;
+        ptr[ntr++] = (pt){tr.step, loss};
+        double elapsed = (double)(tl_time_us() - t0) / 1e6;
+        double per = elapsed / (double)(tr.step - start_step);
+        char eta[32];
+        fmt_eta(per * (double)(steps - tr.step), eta, sizeof eta);
+        bool eval = eval_every > 0 && (tr.step % eval_every == 0 || tr.step == steps);
+        double vl = NAN;
+        if (eval) {
+            if (tt_trainer_eval(&tr, eval_batches, &vl) != TL_OK) goto fail;
+            pva[nva++] = (pt){tr.step, vl};
+        }
+        char vbuf[32] = "";
+        if (eval) snprintf(vbuf, sizeof vbuf, "%.6f", vl);
+        fprintf(csv, "%lld,%.6g,%.6f,%s,%.4f,%.1f,%.1f\n", (long long)tr.step, cur_lr, loss, vbuf, gn, tok_s, cpu_ms);
+        if (tty || eval || tr.step % 50 == 0 || tr.step == steps)
+            fprintf(stderr, "%sstep %lld/%d | loss %.4f (avg %.4f) | lr %.2e | %.0f tok/s | ETA %s%s", tty ? "\r" : "",
+                    (long long)tr.step, steps, loss, ema, cur_lr, tok_s, eta, tty ? "   " : "\n");
+        if (eval) {
+            fprintf(stderr, "%sstep %lld: val loss %.4f (train avg %.4f)\n", tty ? "\n" : "", (long long)tr.step, vl,
+                    ema);
+            if (sample_len > 0) print_sample(c, &m, &d, sample_len, &srng);
+        }
+        if (ckpt_every > 0 && tr.step % ckpt_every == 0) {
+            snprintf(path, sizeof path, "%s/ckpt.safetensors", out);
+            if (tt_checkpoint_save(path, &m, &o, tr.step, &tr.rng) != TL_OK) goto fail;
+        }
+        fflush(csv);
+    }
+    if (tty) fprintf(stderr, "\n");
+    snprintf(path, sizeof path, "%s/ckpt.safetensors", out);
+    if (tt_checkpoint_save(path, &m, &o, tr.step, &tr.rng) != TL_OK) goto fail;
+    fprintf(stderr, "checkpoint: %s\n", path);
+    snprintf(path, sizeof path, "%s/loss.png", out);
+    if (ntr > 0 && write_plot(path, ptr, ntr, pva, nva, steps) != TL_OK) goto fail;
+    if (ntr > 0) fprintf(stderr, "loss curve: %s; log: %s/log.csv\n", path, out);
+    if (nva > 0) printf("final val loss %.4f\n", pva[nva - 1].v);
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "tallow train: %s\n", tl_last_error());
+    if (csv) fclose(csv);
+    free(ptr);
+    free(pva);
+    tt_trainer_free(&tr);
+    tt_optim_free(&o);
+    tt_model_free(&m);
+    tt_ctx_free(c);
+    tt_dataset_free(&d);
+    return rc;
+}
