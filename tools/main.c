@@ -21,6 +21,7 @@ static const tool_cmd tool_cmds[] = {
     {"chat", cmd_chat, "interactive chat with a model (conversation kept in the KV cache)"},
     {"train", cmd_train, "train a byte-level GPT-2/Llama-style model on a text file"},
     {"export", cmd_export, "write a trained checkpoint as a GGUF model"},
+    {"perplexity", cmd_perplexity, "perplexity of a model on a text file (llama.cpp method)"},
 };
 
 static void tool_usage(FILE *f) {
