@@ -8,36 +8,6 @@ void gemm_q4_0_1x4_avx2(int64_t n, float *s, const void *w, const uint8_t *y, si
 void gemm_q4_1_1x4_avx2(int64_t n, float *s, const void *w, const uint8_t *y, size_t ys, const float *ds);
 void gemm_q8_0_1x4_avx2(int64_t n, float *s, const void *w, const uint8_t *y, size_t ys, const float *ds);
 
-void gemm_q4_0_4x1_avx2(int64_t n, float *s, const void *w, size_t ws, const uint8_t *y, const float *ds1);
-void gemm_q4_1_4x1_avx2(int64_t n, float *s, const void *w, size_t ws, const uint8_t *y, const float *ds1);
-void gemm_q8_0_4x1_avx2(int64_t n, float *s, const void *w, size_t ws, const uint8_t *y, const float *ds1);
-
-gemm_4x1_fn gemm_get_4x1(tl_type t) {
-    static int avx2 = -1; /* benign race: every thread computes the same value */
-    if (avx2 < 0) avx2 = tl_cpu_has_avx2_fma();
-    if (!avx2) return 0;
-    switch (t) {
-    case TL_TYPE_Q4_0: return gemm_q4_0_4x1_avx2;
-    case TL_TYPE_Q4_1: return gemm_q4_1_4x1_avx2;
-    case TL_TYPE_Q8_0: return gemm_q8_0_4x1_avx2;
-    default: return 0;
-    }
-}
-
-void gemm_prep_scales1(tl_type at, int64_t n, const uint8_t *y, float *ds1) {
-    for (int64_t i = 0; i < n / QK; i++) {
-        if (at == TL_TYPE_Q8_1) {
-            const blk_q8_1 *b = (const blk_q8_1 *)y + i;
-            ds1[2 * i] = tl_fp16_to_fp32(b->d);
-            ds1[2 * i + 1] = tl_fp16_to_fp32(b->s);
-        } else {
-            const blk_q8_0 *b = (const blk_q8_0 *)y + i;
-            ds1[2 * i] = tl_fp16_to_fp32(b->d);
-            ds1[2 * i + 1] = 0.0f;
-        }
-    }
-}
-
 gemm_1x4_fn gemm_get_1x4(tl_type t) {
     static int avx2 = -1; /* benign race: every thread computes the same value */
     if (avx2 < 0) avx2 = tl_cpu_has_avx2_fma();

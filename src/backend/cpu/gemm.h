@@ -29,12 +29,4 @@ gemm_1x4_fn gemm_get_1x4(tl_type t);
  * (Q8_0 or Q8_1) with n elements each. */
 void gemm_prep_scales(tl_type at, int64_t n, const uint8_t *y, size_t y_stride, float *ds);
 
-/* s[r] = dot(row r of w, y) for r < 4, rows w_stride bytes apart; y is one
- * activation row in the weight's vec_dot_type and ds1 its [n/32][2] table
- * of block (d, s) as floats (s = 0 for Q8_0). */
-typedef void (*gemm_4x1_fn)(int64_t n, float *s, const void *w, size_t w_stride, const uint8_t *y,
-                            const float *ds1);
-gemm_4x1_fn gemm_get_4x1(tl_type t);
-void gemm_prep_scales1(tl_type at, int64_t n, const uint8_t *y, float *ds1);
-
 #endif

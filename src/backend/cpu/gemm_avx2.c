@@ -4,7 +4,6 @@
  * and FMA with that token's scale. The loop over tokens is written out so
  * the 4 accumulators stay in registers. */
 #include <immintrin.h>
-#include <string.h>
 
 #include "backend/cpu/gemm.h"
 #include "quant/quant_internal.h"
@@ -94,99 +93,4 @@ void gemm_q8_0_1x4_avx2(int64_t n, float *s, const void *vw, const uint8_t *y, s
         a3 = _mm256_fmadd_ps(g_dot_s(aq, q, yb + 3 * ys), LANE(sc, 3), a3);
     }
     s[0] = g_hsum(a0), s[1] = g_hsum(a1), s[2] = g_hsum(a2), s[3] = g_hsum(a3);
-}
-
-/* ---- 4x1: four weight rows against one activation row (decode) ----------
- * ds1 holds the activation's block scales as floats, [n_blocks][2] = (d, s),
- * so a block costs the weight's unpack, one integer dot, and a couple of
- * float ops for the scales; the activation block is loaded once for 4 rows. */
-
-static inline __m128 g_dm(const void *dm16) {
-    uint32_t v;
-    memcpy(&v, dm16, 4);
-    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)v)); /* [d, m or next, 0, 0] */
-}
-
-void gemm_q4_1_4x1_avx2(int64_t n, float *s, const void *vw, size_t w_stride, const uint8_t *y, const float *ds1) {
-    const int64_t nb = n / QK;
-    const blk_q8_1 *yb = (const blk_q8_1 *)y;
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    __m128 mm[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
-    const blk_q4_1 *w0 = vw;
-    const blk_q4_1 *w1 = (const blk_q4_1 *)((const uint8_t *)vw + w_stride);
-    const blk_q4_1 *w2 = (const blk_q4_1 *)((const uint8_t *)vw + 2 * w_stride);
-    const blk_q4_1 *w3 = (const blk_q4_1 *)((const uint8_t *)vw + 3 * w_stride);
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)yb[i].qs);
-        const __m128 ya = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(ds1 + 2 * i))); /* [d, s, 0, 0] */
-#define ROW(r, wr)                                                                                   \
-    do {                                                                                             \
-        const __m128 p = _mm_mul_ps(g_dm(&wr[i].d), ya); /* [dw*dy, mw*sy] */                        \
-        mm[r] = _mm_add_ps(mm[r], p);                                                                \
-        const __m256i q = g_unpack(wr[i].qs);                                                        \
-        const __m256 f = _mm256_cvtepi32_ps(                                                         \
-            _mm256_madd_epi16(_mm256_maddubs_epi16(q, v), _mm256_set1_epi16(1)));                    \
-        a[r] = _mm256_fmadd_ps(f, _mm256_broadcastss_ps(p), a[r]);                                   \
-    } while (0)
-        ROW(0, w0);
-        ROW(1, w1);
-        ROW(2, w2);
-        ROW(3, w3);
-#undef ROW
-    }
-    for (int r = 0; r < 4; r++) s[r] = g_hsum(a[r]) + _mm_cvtss_f32(_mm_shuffle_ps(mm[r], mm[r], 1));
-}
-
-void gemm_q4_0_4x1_avx2(int64_t n, float *s, const void *vw, size_t w_stride, const uint8_t *y, const float *ds1) {
-    const int64_t nb = n / QK;
-    const blk_q8_0 *yb = (const blk_q8_0 *)y;
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const blk_q4_0 *w0 = vw;
-    const blk_q4_0 *w1 = (const blk_q4_0 *)((const uint8_t *)vw + w_stride);
-    const blk_q4_0 *w2 = (const blk_q4_0 *)((const uint8_t *)vw + 2 * w_stride);
-    const blk_q4_0 *w3 = (const blk_q4_0 *)((const uint8_t *)vw + 3 * w_stride);
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)yb[i].qs);
-        const float dy = ds1[2 * i];
-#define ROW(r, wr)                                                                                   \
-    do {                                                                                             \
-        const __m256i q = _mm256_sub_epi8(g_unpack(wr[i].qs), _mm256_set1_epi8(8));                  \
-        const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(                                       \
-            _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(v, q)), _mm256_set1_epi16(1))); \
-        a[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(_cvtsh_ss(wr[i].d) * dy), a[r]);                    \
-    } while (0)
-        ROW(0, w0);
-        ROW(1, w1);
-        ROW(2, w2);
-        ROW(3, w3);
-#undef ROW
-    }
-    for (int r = 0; r < 4; r++) s[r] = g_hsum(a[r]);
-}
-
-void gemm_q8_0_4x1_avx2(int64_t n, float *s, const void *vw, size_t w_stride, const uint8_t *y, const float *ds1) {
-    const int64_t nb = n / QK;
-    const blk_q8_0 *yb = (const blk_q8_0 *)y;
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const blk_q8_0 *w0 = vw;
-    const blk_q8_0 *w1 = (const blk_q8_0 *)((const uint8_t *)vw + w_stride);
-    const blk_q8_0 *w2 = (const blk_q8_0 *)((const uint8_t *)vw + 2 * w_stride);
-    const blk_q8_0 *w3 = (const blk_q8_0 *)((const uint8_t *)vw + 3 * w_stride);
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)yb[i].qs);
-        const float dy = ds1[2 * i];
-#define ROW(r, wr)                                                                                   \
-    do {                                                                                             \
-        const __m256i q = _mm256_loadu_si256((const __m256i *)wr[i].qs);                             \
-        const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(                                       \
-            _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(v, q)), _mm256_set1_epi16(1))); \
-        a[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(_cvtsh_ss(wr[i].d) * dy), a[r]);                    \
-    } while (0)
-        ROW(0, w0);
-        ROW(1, w1);
-        ROW(2, w2);
-        ROW(3, w3);
-#undef ROW
-    }
-    for (int r = 0; r < 4; r++) s[r] = g_hsum(a[r]);
 }

@@ -25,7 +25,6 @@ typedef struct mm_task {
     size_t xrow;
     const float *x;       /* source activations, for the conversion pass */
     float *gscale;        /* per 4-token group scale tables for the 1x4 kernels, or NULL */
-    float *ds1;           /* decode (m == 1): the row's scale table for the 4x1 kernels, or NULL */
     int64_t k;
     int64_t m;
 } mm_task;
@@ -53,7 +52,6 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
     const uint8_t *wd = w->data;
     float *y = t->y[wi];
     const gemm_1x4_fn g4 = t->gscale ? gemm_get_1x4(w->type) : NULL;
-    const gemm_4x1_fn g41 = t->ds1 ? gemm_get_4x1(w->type) : NULL;
     const int64_t nb = k / 32;
     for (int64_t mb = 0; mb < t->m; mb += MM_TOK_BLOCK) {
         int64_t me = mb + MM_TOK_BLOCK < t->m ? mb + MM_TOK_BLOCK : t->m;
@@ -73,10 +71,7 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
             for (; j < me; j++) {
                 const uint8_t *xj = t->xq + (size_t)j * t->xrow;
                 float *yj = y + j * n_out;
-                int64_t r = rb;
-                if (g41)
-                    for (; r + 4 <= re; r += 4) g41(k, &yj[r], wd + (size_t)r * w->nb[1], w->nb[1], xj, t->ds1);
-                for (; r < re; r++) dot(k, &yj[r], wd + (size_t)r * w->nb[1], xj);
+                for (int64_t r = rb; r < re; r++) dot(k, &yj[r], wd + (size_t)r * w->nb[1], xj);
             }
         }
     }
@@ -152,16 +147,8 @@ tl_status ops_matmul_multi(ops_ctx *c, const tl_tensor *const *ws, int n_w, cons
         t.gscale = g4 ? c->gscale : NULL;
         mm_task ct = t;
         ct.qk[0] = conv;
-        if (m == 1) {
+        if (m == 1)
             conv->from_float(x, c->wbuf, t.k);
-            bool g41 = t.k % 32 == 0 && (vt == TL_TYPE_Q8_0 || vt == TL_TYPE_Q8_1) &&
-                       (size_t)(t.k / 32) * 2 <= c->gscale_n;
-            for (int i = 0; i < n_w && g41; i++) g41 = gemm_get_4x1(ws[i]->type) != NULL;
-            if (g41) {
-                gemm_prep_scales1(vt, t.k, c->wbuf, c->gscale);
-                t.ds1 = c->gscale;
-            }
-        }
         else
             tl_threadpool_run(c->tp, mm_convert_task, &ct);
     }
