@@ -101,3 +101,41 @@ char *args_read_file(const char *path, size_t *len) {
     }
     return buf;
 }
+
+bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *ok) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+        mp->verbose = true;
+        *ok = true;
+    } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
+        *ok = args_int(argc, argv, i, -1, 1 << 20, &mp->n_gpu_layers);
+        if (*ok && mp->n_gpu_layers != 0) mp->backend = TL_BACKEND_CUDA;
+    } else if (!strcmp(a, "--device")) {
+        const char *d;
+        *ok = args_str(argc, argv, i, &d);
+        if (*ok && !strcmp(d, "cuda")) {
+            mp->backend = TL_BACKEND_CUDA;
+        } else if (*ok && !strcmp(d, "cpu")) {
+            mp->backend = TL_BACKEND_CPU;
+        } else if (*ok) {
+            fprintf(stderr, "tallow %s: unknown device '%s' (cpu or cuda)\n", argv[0], d);
+            *ok = false;
+        }
+    } else {
+        return false;
+    }
+    return true;
+}
+
+bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, bool *ok) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--temp")) *ok = args_float(argc, argv, i, 0, 100, &sp->temp);
+    else if (!strcmp(a, "--top-k")) *ok = args_int(argc, argv, i, 0, 1 << 24, &sp->top_k);
+    else if (!strcmp(a, "--top-p")) *ok = args_float(argc, argv, i, 0, 1, &sp->top_p);
+    else if (!strcmp(a, "--min-p")) *ok = args_float(argc, argv, i, 0, 1, &sp->min_p);
+    else if (!strcmp(a, "--repeat-penalty")) *ok = args_float(argc, argv, i, 0.01, 100, &sp->repeat_penalty);
+    else if (!strcmp(a, "--repeat-last-n")) *ok = args_int(argc, argv, i, 0, 1 << 20, &sp->repeat_last_n);
+    else if (!strcmp(a, "--seed")) *ok = args_u64(argc, argv, i, &sp->seed);
+    else return false;
+    return true;
+}

@@ -13,6 +13,15 @@ bool args_int(int argc, char **argv, int *i, long lo, long hi, int32_t *out);
 bool args_u64(int argc, char **argv, int *i, uint64_t *out);
 bool args_float(int argc, char **argv, int *i, double lo, double hi, float *out);
 bool args_str(int argc, char **argv, int *i, const char **out);
+/* Flags shared by run, chat and bench. Each returns true if argv[*i] was
+ * one of its flags (then *ok tells whether its value parsed), false if the
+ * flag is not one of them (caller tries its own). */
+#include "tallow.h"
+/* -v, -ngl N, --device cpu|cuda */
+bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *ok);
+/* --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed */
+bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, bool *ok);
+
 /* Read a whole file into a NUL-terminated malloc'd buffer (max 1 GiB). */
 char *args_read_file(const char *path, size_t *len);
 

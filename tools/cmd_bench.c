@@ -58,17 +58,8 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-n")) ok = args_int(argc, argv, &i, 0, 1 << 20, &n_gen);
         else if (!strcmp(a, "-t")) ok = args_str(argc, argv, &i, &threads);
         else if (!strcmp(a, "-r")) ok = args_int(argc, argv, &i, 1, 1000, &reps);
-        else if (!strcmp(a, "-ngl")) {
-            ok = args_int(argc, argv, &i, -1, 1 << 20, &mp.n_gpu_layers);
-            if (ok && mp.n_gpu_layers != 0) mp.backend = TL_BACKEND_CUDA;
-        } else if (!strcmp(a, "--device")) {
-            const char *d;
-            ok = args_str(argc, argv, &i, &d);
-            if (ok && !strcmp(d, "cuda")) mp.backend = TL_BACKEND_CUDA;
-            else if (ok && strcmp(d, "cpu")) {
-                fprintf(stderr, "tallow bench: unknown device '%s'\n", d);
-                ok = false;
-            }
+        else if (args_model_flag(argc, argv, &i, &mp, &ok)) {
+            /* shared flags: parsed (ok says whether the value was good) */
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             bench_usage(stdout);
             return 0;

@@ -160,26 +160,9 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 1, 1024, &sp.n_threads);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) ok = args_int(argc, argv, &i, 16, 1 << 24, &sp.n_ctx);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) ok = args_int(argc, argv, &i, 1, 1 << 16, &sp.n_batch);
-        else if (!strcmp(a, "--temp")) ok = args_float(argc, argv, &i, 0, 100, &smp.temp);
-        else if (!strcmp(a, "--top-k")) ok = args_int(argc, argv, &i, 0, 1 << 24, &smp.top_k);
-        else if (!strcmp(a, "--top-p")) ok = args_float(argc, argv, &i, 0, 1, &smp.top_p);
-        else if (!strcmp(a, "--min-p")) ok = args_float(argc, argv, &i, 0, 1, &smp.min_p);
-        else if (!strcmp(a, "--repeat-penalty")) ok = args_float(argc, argv, &i, 0.01, 100, &smp.repeat_penalty);
-        else if (!strcmp(a, "--repeat-last-n")) ok = args_int(argc, argv, &i, 0, 1 << 20, &smp.repeat_last_n);
-        else if (!strcmp(a, "--seed")) ok = args_u64(argc, argv, &i, &smp.seed);
         else if (!strcmp(a, "--stats")) stats = true;
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) mp.verbose = true;
-        else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
-            ok = args_int(argc, argv, &i, -1, 1 << 20, &mp.n_gpu_layers);
-            if (ok && mp.n_gpu_layers != 0) mp.backend = TL_BACKEND_CUDA;
-        } else if (!strcmp(a, "--device")) {
-            const char *d;
-            ok = args_str(argc, argv, &i, &d);
-            if (ok && !strcmp(d, "cuda")) mp.backend = TL_BACKEND_CUDA;
-            else if (ok && strcmp(d, "cpu")) {
-                fprintf(stderr, "tallow chat: unknown device '%s' (cpu or cuda)\n", d);
-                ok = false;
-            }
+        else if (args_model_flag(argc, argv, &i, &mp, &ok) || args_sampler_flag(argc, argv, &i, &smp, &ok)) {
+            /* shared flags: parsed (ok says whether the value was good) */
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             chat_usage(stdout);
             return 0;
