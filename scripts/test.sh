@@ -39,10 +39,10 @@ fi
 
 if command -v nvcc >/dev/null; then
     echo "== CUDA compile check (nvcc $(nvcc --version | grep -o 'release [0-9.]*'))"
-    if cmake -S . -B build-cuda-ci -DTALLOW_CUDA=ON -DTALLOW_WERROR=ON >/dev/null && cmake --build build-cuda-ci -j"$JOBS" >build-cuda-ci.log 2>&1; then
+    if cmake -S . -B build-cuda-ci -DTALLOW_CUDA=ON -DTALLOW_WERROR=ON >/dev/null && cmake --build build-cuda-ci -j"$JOBS" >build-cuda-ci/build.log 2>&1; then
         pass=$((pass + 1)); echo "CUDA build: ok"
     else
-        tail -40 build-cuda-ci.log; fail=$((fail + 1)); echo "CUDA build: FAILED"
+        tail -40 build-cuda-ci/build.log; fail=$((fail + 1)); echo "CUDA build: FAILED"
     fi
 else
     echo "== CUDA compile check skipped: nvcc not found"
