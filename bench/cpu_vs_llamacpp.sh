@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# cpu_vs_llamacpp.sh: tallow vs llama.cpp CPU speed on the same GGUF files, in the same run.
+#
+# Why: a speed claim is a ratio measured in the same run as its peer (docs/PERFORMANCE.md). For
+# every model and thread count this runs llama-bench and `tallow bench` back to back with the same
+# prompt/generation lengths and repetitions, then prints one table with the ratio.
+#
+# Usage: bench/cpu_vs_llamacpp.sh [-p 512] [-n 128] [-r 3] [-t "1 2"] [MODEL.gguf ...]
+#   default models: models/SmolLM2-135M-Instruct.{Q4_1,Q8_0,F16}.gguf (those present; the Q8_0
+#   and F16 files are made from Q4_1 with `bench/cpu_vs_llamacpp.sh --make-variants`)
+#   env: TALLOW=path/to/tallow (default build/tallow), LLAMA_BIN=dir with llama-bench
+#        (default build-llamacpp/bin), OUT=dir for the raw logs (default build-llamacpp/bench-logs)
+# Needs: bench/build_llamacpp.sh done, tallow built, python3 (to parse/print).
+# Both programs read the weights through mmap and use random/synthetic tokens; llama-bench runs
+# with its defaults (no flash attention, f16 KV cache, n_batch 2048, n_ubatch 512).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TALLOW=${TALLOW:-$ROOT/build/tallow}
+LLAMA_BIN=${LLAMA_BIN:-$ROOT/build-llamacpp/bin}
+OUT=${OUT:-$ROOT/build-llamacpp/bench-logs}
+P=512
+N=128
+R=3
+THREADS="1 2"
+MODELS=()
+
+die() { echo "cpu_vs_llamacpp: $*" >&2; exit 1; }
+
+make_variants() {
+    local src=$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf q=$LLAMA_BIN/llama-quantize
+    [ -f "$src" ] || die "$src missing: run scripts/fetch_model.sh"
+    [ -x "$q" ] || die "$q missing: run bench/build_llamacpp.sh"
+    for t in Q8_0 F16; do
+        local dst=$ROOT/models/SmolLM2-135M-Instruct.$t.gguf
+        if [ -s "$dst" ]; then echo "cpu_vs_llamacpp: $dst exists"; continue; fi
+        # requantizing from Q4_1 keeps Q4_1's rounding error, so these files only serve speed
+        # measurements (same shapes and tensor types as a real Q8_0 / F16 SmolLM2).
+        mkdir -p "$OUT"; local log=$OUT/quantize-$t.log
+        "$q" --allow-requantize "$src" "$dst.tmp" "$t" 1 >"$log" 2>&1 \
+            || { tail -5 "$log" >&2; die "llama-quantize $t failed (log: $log)"; }
+        mv "$dst.tmp" "$dst"
+        echo "cpu_vs_llamacpp: wrote $dst"
+    done
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -p) P=$2; shift 2 ;;
+    -n) N=$2; shift 2 ;;
+    -r) R=$2; shift 2 ;;
+    -t) THREADS=$2; shift 2 ;;
+    --make-variants) make_variants; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) die "unknown option $1" ;;
+    *) MODELS+=("$1"); shift ;;
+    esac
+done
+
+[ -x "$TALLOW" ] || die "tallow not found at $TALLOW (build it, or set TALLOW=...)"
+[ -x "$LLAMA_BIN/llama-bench" ] || die "$LLAMA_BIN/llama-bench missing: run bench/build_llamacpp.sh"
+if [ ${#MODELS[@]} -eq 0 ]; then
+    for t in Q4_1 Q8_0 F16; do
+        f=$ROOT/models/SmolLM2-135M-Instruct.$t.gguf
+        [ -f "$f" ] && MODELS+=("$f")
+    done
+fi
+[ ${#MODELS[@]} -gt 0 ] || die "no models: run scripts/fetch_model.sh"
+mkdir -p "$OUT"
+
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+RES=$OUT/results-$STAMP.tsv
+# run a snapshot of the binary, so a rebuild during the run cannot mix two versions
+cp "$TALLOW" "$OUT/tallow-$STAMP"
+TALLOW_SRC=$TALLOW
+TALLOW=$OUT/tallow-$STAMP
+: >"$RES"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) cores," \
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load avg at start:" \
+    "$(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# llama.cpp: $(cat "$ROOT/build-llamacpp/VERSION" 2>/dev/null || echo unknown)"
+echo "# tallow:    $TALLOW_SRC ($(stat -c %y "$TALLOW_SRC" | cut -d. -f1))"
+echo "# -p $P -n $N -r $R, threads: $THREADS"
+
+for m in "${MODELS[@]}"; do
+    [ -f "$m" ] || die "model $m not found"
+    base=$(basename "$m" .gguf)
+    for t in $THREADS; do
+        lj=$OUT/$base-t$t-llamacpp-$STAMP.json
+        tl=$OUT/$base-t$t-tallow-$STAMP.txt
+        echo "# running llama-bench $base -t $t ..." >&2
+        "$LLAMA_BIN/llama-bench" -m "$m" -p "$P" -n "$N" -t "$t" -r "$R" -o json >"$lj" 2>"$lj.err" \
+            || { tail -5 "$lj.err" >&2; die "llama-bench failed on $m"; }
+        echo "# running tallow bench $base -t $t ..." >&2
+        "$TALLOW" bench -m "$m" -p "$P" -n "$N" -t "$t" -r "$R" >"$tl" 2>"$tl.err" \
+            || { tail -5 "$tl.err" >&2; die "tallow bench failed on $m"; }
+        python3 - "$lj" "$tl" "$base" "$t" >>"$RES" <<'EOF'
+import json, re, sys
+lj, tl, base, t = sys.argv[1:]
+rows = {}
+for r in json.load(open(lj)):
+    test = ("pp%d" % r["n_prompt"]) if r["n_gen"] == 0 else ("tg%d" % r["n_gen"])
+    rows.setdefault(test, {})["llama"] = (r["avg_ts"], r["stddev_ts"])
+for line in open(tl):
+    c = [x.strip() for x in line.strip().strip("|").split("|")]
+    if len(c) >= 7 and re.fullmatch(r"(pp|tg)\d+", c[5]):
+        mean, sd = re.match(r"([\d.]+)\s*±\s*([\d.]+)", c[6]).groups()
+        rows.setdefault(c[5], {})["tallow"] = (float(mean), float(sd))
+for test in sorted(rows, key=lambda s: (s[:2] != "pp", s)):
+    l = rows[test].get("llama", (float("nan"), 0.0))
+    a = rows[test].get("tallow", (float("nan"), 0.0))
+    print("\t".join([base, t, test, "%.2f" % l[0], "%.2f" % l[1], "%.2f" % a[0], "%.2f" % a[1],
+                     "%.2f" % (a[0] / l[0] if l[0] == l[0] and l[0] > 0 else float("nan"))]))
+EOF
+    done
+done
+
+echo
+python3 - "$RES" <<'EOF'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+hdr = ["model", "threads", "test", "llama.cpp t/s", "tallow t/s", "tallow / llama.cpp"]
+body = [[b, t, test, "%s ± %s" % (lm, ls), "%s ± %s" % (am, as_), "%sx" % r]
+        for b, t, test, lm, ls, am, as_, r in rows]
+w = [max(len(x[i]) for x in [hdr] + body) for i in range(len(hdr))]
+right = [False, True, False, True, True, True]
+
+
+def line(c):
+    return "| " + " | ".join(x.rjust(w[i]) if right[i] else x.ljust(w[i])
+                             for i, x in enumerate(c)) + " |"
+
+
+print(line(hdr))
+print("|" + "|".join(("-" * (w[i] + 1) + ":") if right[i] else "-" * (w[i] + 2)
+                     for i in range(len(hdr))) + "|")
+for c in body:
+    print(line(c))
+EOF
+echo
+echo "# load avg at end: $(cut -d' ' -f1-3 /proc/loadavg); raw logs in $OUT (*-$STAMP.*)"
