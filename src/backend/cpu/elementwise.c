@@ -35,6 +35,18 @@ void ops_silu_mul(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+void ops_gelu_mul(float *g, const float *u, int64_t n) {
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        g[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+void ops_scale(float *x, float s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
 void ops_rope(float *x, int64_t head_dim, int64_t n_heads, int64_t m, const int32_t *pos,
               const ops_rope_params *p) {
     const int64_t half = p->n_rot / 2;

@@ -8,6 +8,12 @@ void gemm_q4_0_1x4_avx2(int64_t n, float *s, const void *w, const uint8_t *y, si
 void gemm_q4_1_1x4_avx2(int64_t n, float *s, const void *w, const uint8_t *y, size_t ys, const float *ds);
 void gemm_q8_0_1x4_avx2(int64_t n, float *s, const void *w, const uint8_t *y, size_t ys, const float *ds);
 
+void gemm_f16_1x4_avx2(int64_t n, float *s, const uint16_t *w, const float *y, size_t y_stride);
+void gemm_f16_1x1_avx2(int64_t n, float *s, const uint16_t *w, const float *y);
+
+gemm_f16_1x4_fn gemm_get_f16_1x4(void) { return tl_cpu_has_avx2_fma() ? gemm_f16_1x4_avx2 : 0; }
+gemm_f16_1x1_fn gemm_get_f16_1x1(void) { return tl_cpu_has_avx2_fma() ? gemm_f16_1x1_avx2 : 0; }
+
 gemm_1x4_fn gemm_get_1x4(tl_type t) {
     static int avx2 = -1; /* benign race: every thread computes the same value */
     if (avx2 < 0) avx2 = tl_cpu_has_avx2_fma();

@@ -29,4 +29,14 @@ gemm_1x4_fn gemm_get_1x4(tl_type t);
  * (Q8_0 or Q8_1) with n elements each. */
 void gemm_prep_scales(tl_type at, int64_t n, const uint8_t *y, size_t y_stride, float *ds);
 
+/* F16 weights (prefill): s[t] = dot(w, y + t*y_stride) for t < 4, and the
+ * single-row form; y is f32 holding f16-rounded values. NULL if this CPU
+ * has no kernel (then the F16 vec_dot path is used). */
+typedef void (*gemm_f16_1x4_fn)(int64_t n, float *s, const uint16_t *w, const float *y, size_t y_stride);
+typedef void (*gemm_f16_1x1_fn)(int64_t n, float *s, const uint16_t *w, const float *y);
+gemm_f16_1x4_fn gemm_get_f16_1x4(void);
+gemm_f16_1x1_fn gemm_get_f16_1x1(void);
+/* y[i] = x[i] rounded to f16 and widened back (AVX2 only; see the getters) */
+void gemm_round_f16_avx2(const float *x, float *y, int64_t n);
+
 #endif

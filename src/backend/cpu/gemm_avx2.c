@@ -94,3 +94,46 @@ void gemm_q8_0_1x4_avx2(int64_t n, float *s, const void *vw, const uint8_t *y, s
     }
     s[0] = g_hsum(a0), s[1] = g_hsum(a1), s[2] = g_hsum(a2), s[3] = g_hsum(a3);
 }
+
+/* ---- F16 weights: one row against 4 (or 1) f32 activation rows ----------
+ * The activations arrive already rounded to f16 and widened back to f32
+ * (the reference engine multiplies f16 by f16), so each weight vector is
+ * converted once and used for 4 tokens' FMAs. */
+void gemm_f16_1x4_avx2(int64_t n, float *s, const uint16_t *w, const float *y, size_t y_stride) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const float *y0 = y, *y1 = y + y_stride, *y2 = y + 2 * y_stride, *y3 = y + 3 * y_stride;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i)));
+        a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(y0 + i), a0);
+        a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(y1 + i), a1);
+        a2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(y2 + i), a2);
+        a3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(y3 + i), a3);
+    }
+    s[0] = g_hsum(a0), s[1] = g_hsum(a1), s[2] = g_hsum(a2), s[3] = g_hsum(a3);
+    for (; i < n; i++) {
+        const float wf = _cvtsh_ss(w[i]);
+        s[0] += wf * y0[i], s[1] += wf * y1[i], s[2] += wf * y2[i], s[3] += wf * y3[i];
+    }
+}
+
+void gemm_f16_1x1_avx2(int64_t n, float *s, const uint16_t *w, const float *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i))), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i + 8))),
+                             _mm256_loadu_ps(y + i + 8), a1);
+    }
+    float r = g_hsum(_mm256_add_ps(a0, a1));
+    for (; i < n; i++) r += _cvtsh_ss(w[i]) * y[i];
+    *s = r;
+}
+
+/* y = (float)(f16)x, round to nearest even, as F16C converts */
+void gemm_round_f16_avx2(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++) y[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}

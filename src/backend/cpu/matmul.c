@@ -25,6 +25,7 @@ typedef struct mm_task {
     size_t xrow;
     const float *x;       /* source activations, for the conversion pass */
     float *gscale;        /* per 4-token group scale tables for the 1x4 kernels, or NULL */
+    bool f16_gemm;        /* F16 weights, xq holds f16-rounded f32 activations */
     int64_t k;
     int64_t m;
 } mm_task;
@@ -44,7 +45,45 @@ static void mm_convert_task(void *arg, int ith, int nth) {
     }
 }
 
+static void mm_round_task(void *arg, int ith, int nth) {
+    mm_task *t = arg;
+    for (int64_t j = ith; j < t->m; j += nth)
+        gemm_round_f16_avx2(t->x + j * t->k, (float *)(t->xq + (size_t)j * t->xrow), t->k);
+}
+
+/* F16 weights in prefill: each weight row against 4 tokens at a time */
+static void mm_rows_f16(const mm_task *t, int wi, int64_t r0, int64_t r1) {
+    const tl_tensor *w = t->w[wi];
+    const gemm_f16_1x4_fn g4 = gemm_get_f16_1x4();
+    const gemm_f16_1x1_fn g1 = gemm_get_f16_1x1();
+    const int64_t n_out = w->ne[1], k = t->k;
+    const float *xs = (const float *)t->xq;
+    float *y = t->y[wi];
+    for (int64_t mb = 0; mb < t->m; mb += MM_TOK_BLOCK) {
+        int64_t me = mb + MM_TOK_BLOCK < t->m ? mb + MM_TOK_BLOCK : t->m;
+        for (int64_t rb = r0; rb < r1; rb += MM_ROW_BLOCK) {
+            int64_t re = rb + MM_ROW_BLOCK < r1 ? rb + MM_ROW_BLOCK : r1;
+            int64_t j = mb;
+            for (; j + 4 <= me; j += 4)
+                for (int64_t r = rb; r < re; r++) {
+                    float o[4];
+                    g4(k, o, (const uint16_t *)((const uint8_t *)w->data + (size_t)r * w->nb[1]), xs + j * k,
+                       (size_t)k);
+                    for (int q = 0; q < 4; q++) y[(j + q) * n_out + r] = o[q];
+                }
+            for (; j < me; j++)
+                for (int64_t r = rb; r < re; r++)
+                    g1(k, &y[j * n_out + r], (const uint16_t *)((const uint8_t *)w->data + (size_t)r * w->nb[1]),
+                       xs + j * k);
+        }
+    }
+}
+
 static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
+    if (t->f16_gemm) {
+        mm_rows_f16(t, wi, r0, r1);
+        return;
+    }
     const tl_tensor *w = t->w[wi];
     const quant_vec_dot_fn dot = t->qk[wi]->vec_dot;
     const int64_t n_out = w->ne[1];
@@ -128,7 +167,14 @@ tl_status ops_matmul_multi(ops_ctx *c, const tl_tensor *const *ws, int n_w, cons
     }
     t.n_w = n_w;
     tl_type vt = t.qk[0]->vec_dot_type;
-    if (vt == TL_TYPE_F32) {
+    if (vt == TL_TYPE_F16 && m >= 4 && gemm_get_f16_1x4() && (size_t)m * (size_t)t.k * 4 <= c->wbuf_size) {
+        /* prefill on F16 weights: the activations rounded to f16 (as the
+         * vec_dot path would) but kept as f32 for the 1x4 kernel */
+        t.f16_gemm = true;
+        t.xq = c->wbuf;
+        t.xrow = (size_t)t.k * sizeof(float);
+        tl_threadpool_run(c->tp, mm_round_task, &t);
+    } else if (vt == TL_TYPE_F32) {
         t.xq = (const uint8_t *)x;
         t.xrow = (size_t)t.k * sizeof(float);
     } else {
