@@ -5,6 +5,10 @@
  *              rope(q,k); cache k,v; x += attention(q).Wo
  *              h = rmsnorm(x); x += (silu(h.Wg) * h.Wu).Wd
  *   logits = rmsnorm(x).Wout
+ * gemma3 differs by flags: x = embed(tokens) * sqrt(n_embd); the attention
+ * and FFN outputs are rmsnormed (post-norms) before their residual adds;
+ * gelu instead of silu; sliding-window layers use their own RoPE base and
+ * attend to the last n_swa positions only.
  * Owns nothing. Calls: ops. */
 #include <math.h>
 #include <string.h>
@@ -28,6 +32,7 @@ tl_status llm_forward(tl_session *s, const int32_t *tokens, int32_t m, float *lo
     for (int32_t j = 0; j < m; j++) a->pos[j] = (int32_t)(pos0 + j);
 
     if ((st = ops_get_rows(&md->tok_embd, tokens, m, a->x))) return st;
+    if (hp->embd_scale > 0.0f) ops_scale(a->x, hp->embd_scale, m * e);
 
     const ops_rope_params rope = {
         .n_rot = hp->n_rot,
@@ -36,7 +41,8 @@ tl_status llm_forward(tl_session *s, const int32_t *tokens, int32_t m, float *lo
         .scale = hp->rope_scale,
         .freq_factors = md->rope_freqs.data,
     };
-    const float att_scale = 1.0f / sqrtf((float)hd);
+    const ops_rope_params rope_swa = {
+        .n_rot = hp->n_rot, .neox = rope.neox, .base = hp->rope_base_swa, .scale = 1.0f, .freq_factors = NULL};
 
     for (int il = 0; il < hp->n_layer; il++) {
         const llm_layer *L = &md->layers[il];
@@ -53,21 +59,28 @@ tl_status llm_forward(tl_session *s, const int32_t *tokens, int32_t m, float *lo
             ops_rmsnorm(a->q, L->q_norm.data, hd, m * hp->n_head, hp->norm_eps, a->q);
             ops_rmsnorm(a->k, L->k_norm.data, hd, m * hp->n_head_kv, hp->norm_eps, a->k);
         }
-        ops_rope(a->q, hd, hp->n_head, m, a->pos, &rope);
-        ops_rope(a->k, hd, hp->n_head_kv, m, a->pos, &rope);
+        const bool swa = llm_layer_is_swa(hp, il);
+        ops_rope(a->q, hd, hp->n_head, m, a->pos, swa ? &rope_swa : &rope);
+        ops_rope(a->k, hd, hp->n_head_kv, m, a->pos, swa ? &rope_swa : &rope);
         uint16_t *kc = llm_kcache(s, il), *vc = llm_vcache(s, il);
         ops_store_f16(kc + pos0 * kvd, a->k, m * kvd);
         ops_store_f16(vc + pos0 * kvd, a->v, m * kvd);
-        ops_attention(c, a->q, kc, vc, m, pos0, hp->n_head, hp->n_head_kv, hd, att_scale, a->att);
+        ops_attention_window(c, a->q, kc, vc, m, pos0, hp->n_head, hp->n_head_kv, hd, hp->att_scale,
+                             swa ? hp->n_swa : 0, a->att);
         if ((st = ops_matmul(c, &L->wo, a->att, m, a->xn))) return st;
+        if (hp->post_norms) ops_rmsnorm(a->xn, L->attn_post_norm.data, e, m, hp->norm_eps, a->xn);
         ops_add(a->x, a->xn, m * e);
 
         ops_rmsnorm(a->x, L->ffn_norm.data, e, m, hp->norm_eps, a->xn);
         const tl_tensor *wgu[2] = {&L->w_gate, &L->w_up};
         float *ygu[2] = {a->g, a->u};
         if ((st = ops_matmul_multi(c, wgu, 2, a->xn, m, ygu))) return st;
-        ops_silu_mul(a->g, a->u, m * hp->n_ff);
+        if (hp->ffn_gelu)
+            ops_gelu_mul(a->g, a->u, m * hp->n_ff);
+        else
+            ops_silu_mul(a->g, a->u, m * hp->n_ff);
         if ((st = ops_matmul(c, &L->w_down, a->g, m, a->xn))) return st;
+        if (hp->post_norms) ops_rmsnorm(a->xn, L->ffn_post_norm.data, e, m, hp->norm_eps, a->xn);
         ops_add(a->x, a->xn, m * e);
     }
 

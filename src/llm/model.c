@@ -1,7 +1,8 @@
-/* llm/model: load a llama-family GGUF: architecture and hyper-parameters from
+/* llm/model: load a llama-family or gemma3 GGUF: architecture and hyper-parameters from
  * metadata, weight tensors as views into the mapping (checked for presence,
  * shape and a CPU kernel before anything runs), and the tokenizer.
  * Anything unsupported is refused here with a message naming it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@ static const arch_name llm_arch_names[] = {
     {"llama", LLM_ARCH_LLAMA},
     {"qwen2", LLM_ARCH_QWEN2},
     {"qwen3", LLM_ARCH_QWEN3},
+    {"gemma3", LLM_ARCH_GEMMA3},
 };
 
 const char *llm_arch_name(llm_arch a) {
@@ -90,6 +92,26 @@ static tl_status bind(tl_model *m, tl_tensor *t, const char *name, int n_dims, i
     return TL_OK;
 }
 
+/* gemma3 on top of the common keys: QK-norm, NeoX RoPE, embeddings scaled
+ * by sqrt(n_embd), post-norms, GELU FFN, and sliding-window layers (5 of
+ * every 6) with their own RoPE base 10000 and no RoPE scaling. The softmax
+ * scale is 1/sqrt(query_pre_attn_scalar): head_dim for every size except
+ * the 62-layer 27B, whose scalar is n_embd/n_head. */
+static tl_status load_hparams_gemma3(tl_model *m, const char *a) {
+    llm_hparams *hp = &m->hp;
+    tl_status s;
+    hp->rope_type = LLM_ROPE_NEOX;
+    hp->qk_norm = true;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    hp->post_norms = true;
+    hp->ffn_gelu = true;
+    if ((s = hp_int(m, a, "attention.sliding_window", -1, 1, 1 << 24, &hp->n_swa))) return s;
+    hp->swa_period = 6;
+    hp->rope_base_swa = 10000.0f;
+    if (hp->n_layer == 62) hp->att_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    return TL_OK;
+}
+
 static tl_status load_hparams(tl_model *m, const char *a) {
     llm_hparams *hp = &m->hp;
     tl_status s;
@@ -129,6 +151,8 @@ static tl_status load_hparams(tl_model *m, const char *a) {
     hp->rope_type = m->arch == LLM_ARCH_LLAMA ? LLM_ROPE_NORM : LLM_ROPE_NEOX;
     hp->qkv_bias = m->arch == LLM_ARCH_QWEN2;
     hp->qk_norm = m->arch == LLM_ARCH_QWEN3;
+    hp->att_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (m->arch == LLM_ARCH_GEMMA3) return load_hparams_gemma3(m, a);
     return TL_OK;
 }
 
@@ -166,6 +190,8 @@ static tl_status load_tensors(tl_model *m) {
         BIND(w_gate, "ffn_gate.weight", 2, e, hp->n_ff, true, true);
         BIND(w_up, "ffn_up.weight", 2, e, hp->n_ff, true, true);
         BIND(w_down, "ffn_down.weight", 2, hp->n_ff, e, true, true);
+        BIND(attn_post_norm, "post_attention_norm.weight", 1, e, 0, hp->post_norms, false);
+        BIND(ffn_post_norm, "post_ffw_norm.weight", 1, e, 0, hp->post_norms, false);
 #undef BIND
     }
     return TL_OK;
@@ -211,7 +237,7 @@ tl_status tl_model_load(const char *path, const tl_model_params *params, tl_mode
             found = true;
         }
     if (!found) {
-        s = tl_err(TL_ERR_UNSUPPORTED, "model: architecture '%.*s' is not supported (supported: llama, qwen2, qwen3)",
+        s = tl_err(TL_ERR_UNSUPPORTED, "model: architecture '%.*s' is not supported (supported: llama, qwen2, qwen3, gemma3)",
                    (int)(arch.len < 64 ? arch.len : 64), arch.ptr);
         goto fail;
     }
@@ -238,6 +264,10 @@ tl_status tl_model_load(const char *path, const tl_model_params *params, tl_mode
         }
         memcpy(m->chat_template, tmpl.ptr, tmpl.len);
         m->chat_template[tmpl.len] = 0;
+    }
+    if (m->params.backend != TL_BACKEND_CPU && m->arch == LLM_ARCH_GEMMA3) {
+        s = tl_err(TL_ERR_UNSUPPORTED, "model: gemma3 runs on the CPU backend only");
+        goto fail;
     }
     if (m->params.backend != TL_BACKEND_CPU) {
         s = llm_backend_attach(m);

@@ -1,8 +1,9 @@
 /* llm/model: a loaded model: hyper-parameters, weight tensors (views into the
  * mmapped GGUF: never copied on CPU), and the tokenizer.
  *
- * One struct serves the llama family (llama, qwen2, qwen3): the
- * architecture-specific parts are flags (QKV bias, QK-norm, RoPE layout).
+ * One struct serves the llama family (llama, qwen2, qwen3) and gemma3: the
+ * architecture-specific parts are flags (QKV bias, QK-norm, RoPE layout,
+ * gemma3's embedding scale, post-norms, GELU FFN and sliding window).
  * Owns: the gguf mapping, the tokenizer, the layer array.
  * Calls: io/gguf, text/tokenizer, tensor. */
 #ifndef TL_LLM_MODEL_H
@@ -16,7 +17,8 @@
 typedef enum llm_arch {
     LLM_ARCH_LLAMA = 0,
     LLM_ARCH_QWEN2 = 1,
-    LLM_ARCH_QWEN3 = 2
+    LLM_ARCH_QWEN3 = 2,
+    LLM_ARCH_GEMMA3 = 3 /* gemma3: see the gemma fields below */
 } llm_arch;
 
 typedef enum llm_rope_type {
@@ -39,8 +41,21 @@ typedef struct llm_hparams {
     float rope_scale;    /* linear scaling factor: positions are divided by it */
     llm_rope_type rope_type;
     bool qkv_bias;       /* qwen2 */
-    bool qk_norm;        /* qwen3: RMSNorm per head on Q and K before RoPE */
+    bool qk_norm;        /* qwen3, gemma3: RMSNorm per head on Q and K before RoPE */
+    float att_scale;     /* softmax scale of Q.K (1/sqrt(head_dim) unless the arch says otherwise) */
+    /* gemma3 (all off for the llama family): */
+    float embd_scale;    /* token embeddings multiplied by this (sqrt(n_embd)); 0: none */
+    bool post_norms;     /* RMSNorm of the attention and FFN outputs before each residual add */
+    bool ffn_gelu;       /* FFN gate activation gelu(tanh approx.) instead of silu */
+    int32_t n_swa;       /* sliding window: a query at p sees keys at p-n_swa < pos <= p; 0: none */
+    int32_t swa_period;  /* every swa_period-th layer ((il+1) % period == 0) is global */
+    float rope_base_swa; /* RoPE base of the sliding-window layers (no scaling on those) */
 } llm_hparams;
+
+/* Whether layer il uses the sliding window and rope_base_swa (gemma3). */
+static inline bool llm_layer_is_swa(const llm_hparams *hp, int il) {
+    return hp->n_swa > 0 && (il + 1) % hp->swa_period != 0;
+}
 
 typedef struct llm_layer {
     tl_tensor attn_norm;  /* [n_embd] f32 */
@@ -55,6 +70,8 @@ typedef struct llm_layer {
     tl_tensor w_gate;     /* [n_embd, n_ff] */
     tl_tensor w_up;       /* [n_embd, n_ff] */
     tl_tensor w_down;     /* [n_ff, n_embd] */
+    tl_tensor attn_post_norm; /* gemma3 [n_embd] f32, else data == NULL */
+    tl_tensor ffn_post_norm;  /* gemma3 [n_embd] f32, else data == NULL */
 } llm_layer;
 
 struct tl_model {

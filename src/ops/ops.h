@@ -49,6 +49,10 @@ void ops_add_bias(float *x, const float *b, int64_t n, int64_t m);
 void ops_add(float *x, const float *y, int64_t n);
 /* g[i] = silu(g[i]) * u[i]. */
 void ops_silu_mul(float *g, const float *u, int64_t n);
+/* g[i] = gelu(g[i]) * u[i], gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void ops_gelu_mul(float *g, const float *u, int64_t n);
+/* x[i] *= s for i < n. */
+void ops_scale(float *x, float s, int64_t n);
 
 typedef struct ops_rope_params {
     int32_t n_rot;            /* rotated dims per head (<= head_dim) */
@@ -71,6 +75,11 @@ void ops_rope(float *x, int64_t head_dim, int64_t n_heads, int64_t m, const int3
 void ops_attention(ops_ctx *c, const float *q, const uint16_t *kc, const uint16_t *vc,
                    int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
                    int64_t head_dim, float scale, float *out);
+/* The same with a sliding window: the query at position p sees only keys at
+ * positions p - window < i <= p (window <= 0: all of 0..p, as above). */
+void ops_attention_window(ops_ctx *c, const float *q, const uint16_t *kc, const uint16_t *vc,
+                          int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
+                          int64_t head_dim, float scale, int64_t window, float *out);
 
 /* Store m rows of [n] floats as f16 into dst rows (row stride n). */
 void ops_store_f16(uint16_t *dst, const float *src, int64_t n);
