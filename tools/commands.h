@@ -18,5 +18,6 @@ int cmd_chat(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

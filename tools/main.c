@@ -22,6 +22,7 @@ static const tool_cmd tool_cmds[] = {
     {"train", cmd_train, "train a byte-level GPT-2/Llama-style model on a text file"},
     {"export", cmd_export, "write a trained checkpoint as a GGUF model"},
     {"perplexity", cmd_perplexity, "perplexity of a model on a text file (llama.cpp method)"},
+    {"quantize", cmd_quantize, "rewrite a GGUF model in another tensor type (q8_0, q4_k_m, ...)"},
 };
 
 static void tool_usage(FILE *f) {
