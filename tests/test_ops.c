@@ -69,8 +69,10 @@ static void test_matmul(tl_threadpool *tp, tl_type type, int64_t k, int64_t n, i
     free(wf), free(wq), free(wd), free(x), free(xr), free(xq), free(y);
 }
 
+/* window > 0: a query at position p sees keys at p - window < i <= p (gemma3's
+ * sliding window, the reference engine's mask); 0: all keys up to p */
 static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
-                           int64_t hd) {
+                           int64_t hd, int64_t window) {
     const int64_t n_kv = pos0 + m, kvd = n_head_kv * hd;
     float *q = malloc(sizeof(float) * (size_t)(m * n_head * hd));
     uint16_t *kc = malloc(2 * (size_t)(n_kv * kvd)), *vc = malloc(2 * (size_t)(n_kv * kvd));
@@ -80,14 +82,16 @@ static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n
     ops_ctx c;
     ops_ctx_init(&c, tp, 1, 16, n_kv);
     const float scale = 1.0f / sqrtf((float)hd);
-    ops_attention(&c, q, kc, vc, m, pos0, n_head, n_head_kv, hd, scale, out);
+    ops_attention_window(&c, q, kc, vc, m, pos0, n_head, n_head_kv, hd, scale, window, out);
     double max_err = 0;
     double *s = malloc(sizeof(double) * (size_t)n_kv);
     for (int64_t j = 0; j < m; j++)
         for (int64_t h = 0; h < n_head; h++) {
             int64_t hk = h / (n_head / n_head_kv), len = pos0 + j + 1;
+            int64_t t0 = window > 0 && len > window ? len - window : 0;
             double mx = -INFINITY, sum = 0;
-            for (int64_t t = 0; t < len; t++) {
+            for (int64_t t = 0; t < t0; t++) s[t] = 0; /* outside the window: no weight */
+            for (int64_t t = t0; t < len; t++) {
                 double d = 0;
                 for (int64_t i = 0; i < hd; i++)
                     d += (double)tl_fp16_to_fp32(tl_fp32_to_fp16(q[(j * n_head + h) * hd + i])) *
@@ -95,18 +99,18 @@ static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n
                 s[t] = d * scale;
                 if (s[t] > mx) mx = s[t];
             }
-            for (int64_t t = 0; t < len; t++) sum += (s[t] = exp(s[t] - mx));
+            for (int64_t t = t0; t < len; t++) sum += (s[t] = exp(s[t] - mx));
             for (int64_t i = 0; i < hd; i++) {
                 double o = 0;
-                for (int64_t t = 0; t < len; t++)
+                for (int64_t t = t0; t < len; t++)
                     o += (double)tl_fp16_to_fp32(tl_fp32_to_fp16((float)(s[t] / sum))) *
                          tl_fp16_to_fp32(vc[t * kvd + hk * hd + i]);
                 double e = fabs(o - out[(j * n_head + h) * hd + i]);
                 if (!(e <= max_err)) max_err = isnan(e) ? INFINITY : e;
             }
         }
-    CHECK(max_err < 1e-5, "attention m=%lld pos0=%lld heads %lld/%lld hd=%lld: max err %g", (long long)m,
-          (long long)pos0, (long long)n_head, (long long)n_head_kv, (long long)hd, max_err);
+    CHECK(max_err < 1e-5, "attention m=%lld pos0=%lld heads %lld/%lld hd=%lld window %lld: max err %g", (long long)m,
+          (long long)pos0, (long long)n_head, (long long)n_head_kv, (long long)hd, (long long)window, max_err);
     ops_ctx_free(&c);
     free(q), free(kc), free(vc), free(out), free(s);
 }
@@ -133,10 +137,13 @@ int main(void) {
         test_matmul(tp, types[t], 256, 50, 7);
         test_matmul(tp, types[t], 576, 33, 40);
     }
-    test_attention(tp, 1, 0, 4, 2, 64);
-    test_attention(tp, 5, 0, 4, 4, 32);
-    test_attention(tp, 3, 17, 9, 3, 64);
-    test_attention(tp, 1, 300, 8, 1, 128);
+    test_attention(tp, 1, 0, 4, 2, 64, 0);
+    test_attention(tp, 5, 0, 4, 4, 32, 0);
+    test_attention(tp, 3, 17, 9, 3, 64, 0);
+    test_attention(tp, 1, 300, 8, 1, 128, 0);
+    test_attention(tp, 6, 10, 4, 2, 32, 8);   /* window inside the context */
+    test_attention(tp, 1, 300, 4, 1, 64, 512); /* window wider than the context */
+    test_attention(tp, 1, 63, 2, 1, 16, 64);  /* exactly at the boundary */
     tl_threadpool_free(tp);
     return test_finish();
 }
