@@ -16,8 +16,9 @@ count_ctest() { # $1 = ctest log
     pass=$((pass + p)); fail=$((fail + f))
 }
 
-# fetch the default model so end-to-end tests can run (they skip if absent)
-bash scripts/fetch_model.sh || echo "test: model fetch failed; model tests will skip"
+# fetch the real models so end-to-end tests can run (they skip, saying so, if absent)
+bash scripts/fetch_model.sh || echo "test: SmolLM2 fetch failed; its tests will skip"
+bash scripts/fetch_model.sh --gemma || echo "test: Gemma-3 fetch failed; its tests will skip"
 
 echo "== release build"
 if cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTALLOW_WERROR=ON >/dev/null && cmake --build build -j"$JOBS"; then
