@@ -16,12 +16,12 @@
  *   - output.weight (or token_embd.weight when there is no output.weight,
  *     i.e. tied embeddings): Q6_K, or Q8_0 if its rows are not a multiple
  *     of 256;
- *   - attn_v.weight: Q6_K where use_more_bits(i, n) holds, i counting attn_v
+ *   - attn_v.weight: Q6_K where quant_mix_more_bits(i, n) holds, i counting attn_v
  *     tensors in file order and n the number of attn_v/attn_qkv tensors;
- *   - ffn_down (layer i of n = block_count): Q6_K where use_more_bits(i, n);
+ *   - ffn_down (layer i of n = block_count): Q6_K where quant_mix_more_bits(i, n);
  *   - attn_qkv.weight (fused): Q5_K for q4_k_m, Q6_K for q5_k_m;
  *   - everything else: the base type (Q4_K or Q5_K).
- * use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2.
+ * quant_mix_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2.
  * A row length that is not a multiple of the chosen type's block falls back
  * (Q2_K/Q3_K/IQ4_XS -> IQ4_NL, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
  * then F16 if that still does not fit); the progress line says so. A tensor
@@ -39,6 +39,7 @@
 #include "base/status.h"
 #include "base/threadpool.h"
 #include "commands.h"
+#include "quant_mix.h"
 #include "io/gguf.h"
 #include "quant/quant.h"
 #include "tensor/dtype.h"
@@ -98,9 +99,6 @@ static bool qz_is_weight(const char *name, uint32_t n_dims) {
            !has_sub(name, "attn_rel_b.weight");
 }
 
-static bool use_more_bits(int i, int n) {
-    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
-}
 
 static bool fits(tl_type t, int64_t ne0) { return ne0 % tl_type_get(t)->blck == 0; }
 
@@ -131,7 +129,7 @@ static tl_type qz_mix_type(qz_mixstate *ms, tl_type base, const char *name, int6
     if (!strcmp(name, "output.weight") || (!ms->has_output && !strcmp(name, "token_embd.weight")))
         return ne0 % 256 ? TL_TYPE_Q8_0 : TL_TYPE_Q6_K;
     if (has_sub(name, "attn_v.weight")) {
-        bool more = use_more_bits(ms->i_wv, ms->n_wv);
+        bool more = quant_mix_more_bits(ms->i_wv, ms->n_wv);
         ms->i_wv++;
         return more ? TL_TYPE_Q6_K : base;
     }
@@ -140,7 +138,7 @@ static tl_type qz_mix_type(qz_mixstate *ms, tl_type base, const char *name, int6
         int layer;
         if (sscanf(name, "blk.%d.", &layer) != 1) layer = ms->i_ffn_down;
         ms->i_ffn_down++;
-        return use_more_bits(layer, ms->n_layer) ? TL_TYPE_Q6_K : base;
+        return quant_mix_more_bits(layer, ms->n_layer) ? TL_TYPE_Q6_K : base;
     }
     return base;
 }

@@ -23,9 +23,11 @@
 #include "base/threadpool.h"
 #include "base/timer.h"
 #include "commands.h"
+#include "quant_mix.h"
 #include "io/gguf.h"
 #include "quant/quant.h"
 #include "tensor/dtype.h"
+#include "text/tokenizer.h"
 
 typedef struct synth_shape {
     const char *name;
@@ -125,30 +127,7 @@ static void synth_usage(FILE *f) {
 
 /* GPT-2 byte-level alphabet: printable bytes map to themselves, the others
  * to code points 256.. in byte order. Writes the UTF-8 of byte b's symbol. */
-static void synth_byte_token(int b, char out[8]) {
-    int cp;
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) {
-        cp = b;
-    } else {
-        int k = 0;
-        for (int x = 0; x < b; x++)
-            if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) k++;
-        cp = 256 + k;
-    }
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        out[1] = 0;
-    } else {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        out[2] = 0;
-    }
-}
 
-/* q4_k_m's "more bits" layers for attn_v / ffn_down */
-static int synth_more_bits(int il, int n_layer) {
-    return il < n_layer / 8 || il >= 7 * n_layer / 8 || (il - n_layer / 8) % 3 == 2;
-}
 
 static tl_status synth_vocab(gguf_writer *w, int32_t n_vocab, char ***tok_out, int32_t **types_out) {
     static const char *merges[][2] = {{"t", "h"}, {"th", "e"}, {"\xC4\xA0", "t"}, {"i", "n"}, {"e", "r"},
@@ -164,7 +143,7 @@ static tl_status synth_vocab(gguf_writer *w, int32_t n_vocab, char ***tok_out, i
     char buf[64];
     int32_t k = 0;
     for (int b = 0; b < 256; b++, k++) {
-        synth_byte_token(b, buf);
+        tok_byte_level_text((uint8_t)b, buf);
         toks[k] = strdup(buf);
         types[k] = 1;
     }
@@ -310,7 +289,7 @@ int cmd_synth(int argc, char **argv) {
     }
     char nm[64];
     for (int il = 0; il < nl; il++) {
-        tl_type tv = synth_more_bits(il, nl) ? tmore : tw;
+        tl_type tv = quant_mix_more_bits(il, nl) ? tmore : tw;
 #define L(SUFFIX, T, N0, N1, VAL)                                                                   \
     do {                                                                                            \
         snprintf(nm, sizeof nm, "blk.%d.%s", il, SUFFIX);                                            \

@@ -105,7 +105,7 @@ void tl_session_free(tl_session *s) {
     free(s);
 }
 
-static tl_status session_check(tl_session *s, const int32_t *tokens, int32_t n) {
+tl_status llm_session_check(const tl_session *s, const int32_t *tokens, int32_t n) {
     if (!s || !tokens || n < 1) return tl_err(TL_ERR_INVALID, "session: no tokens to evaluate");
     if ((int64_t)s->n_past + n > s->n_ctx)
         return tl_err(TL_ERR_INVALID, "session: %d tokens do not fit the context (%d used of %d)", n, s->n_past,
@@ -121,7 +121,7 @@ tl_status tl_session_eval(tl_session *s, const int32_t *tokens, int32_t n, const
 #ifdef TALLOW_CUDA
     if (s && s->backend_ctx) return llm_cuda_eval(s, tokens, n, logits);
 #endif
-    tl_status st = session_check(s, tokens, n);
+    tl_status st = llm_session_check(s, tokens, n);
     if (st) return st;
     for (int32_t i = 0; i < n; i += s->n_batch) {
         int32_t c = n - i < s->n_batch ? n - i : s->n_batch;
@@ -135,7 +135,7 @@ tl_status tl_session_eval_all(tl_session *s, const int32_t *tokens, int32_t n, f
 #ifdef TALLOW_CUDA
     if (s && s->backend_ctx) return llm_cuda_eval_all(s, tokens, n, out);
 #endif
-    tl_status st = session_check(s, tokens, n);
+    tl_status st = llm_session_check(s, tokens, n);
     if (st) return st;
     if (!out) return tl_err(TL_ERR_INVALID, "session: NULL logits buffer");
     for (int32_t i = 0; i < n; i += s->n_batch) {

@@ -39,6 +39,10 @@ struct tl_session {
 static inline uint16_t *llm_kcache(tl_session *s, int il) { return s->kv + (size_t)il * 2 * s->kv_layer; }
 static inline uint16_t *llm_vcache(tl_session *s, int il) { return s->kv + ((size_t)il * 2 + 1) * s->kv_layer; }
 
+/* Validate an evaluation request: tokens present, inside the vocabulary,
+ * and fitting the context. Shared by the CPU and device paths. */
+tl_status llm_session_check(const tl_session *s, const int32_t *tokens, int32_t n);
+
 /* Run tokens[0..m) at positions n_past.. (m <= n_batch). logits_all [m][n_vocab]
  * if non-NULL, else the last token's logits go to a.logits. */
 tl_status llm_forward(tl_session *s, const int32_t *tokens, int32_t m, float *logits_all);

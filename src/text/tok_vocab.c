@@ -26,6 +26,18 @@ uint32_t tok_byte_to_cp(uint8_t b) {
     return 256u + 67u; /* 0xAD */
 }
 
+void tok_byte_level_text(uint8_t b, char out[4]) {
+    uint32_t cp = tok_byte_to_cp(b); /* < 0x800: one or two UTF-8 bytes */
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        out[1] = 0;
+    } else {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        out[2] = 0;
+    }
+}
+
 int tok_cp_to_byte(uint32_t cp) {
     if (cp < 256) return tok_byte_is_self(cp) ? (int)cp : -1;
     uint32_t k = cp - 256;

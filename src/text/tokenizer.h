@@ -46,6 +46,12 @@ bool tok_is_eog(const tok_vocab *v, int32_t id);
 bool tok_is_control(const tok_vocab *v, int32_t id);
 bool tok_add_bos(const tok_vocab *v);
 bool tok_add_eos(const tok_vocab *v);
+/* The byte-level (GPT-2) vocabulary text of byte b: printable bytes stand
+ * for themselves, the others for U+0100 onwards in byte order; written as
+ * NUL-terminated UTF-8 into out (at most 2 bytes + NUL). Writers of
+ * byte-level vocabularies (export, synth) use it. */
+void tok_byte_level_text(uint8_t b, char out[4]);
+
 /* "gpt2"-style byte-level or "spm"; and the pre-tokenizer name. */
 const char *tok_kind_name(const tok_vocab *v);
 /* Id of a token by its exact vocabulary text (as stored: "<|im_end|>",

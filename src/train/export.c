@@ -7,32 +7,9 @@
 #include <string.h>
 
 #include "io/gguf.h"
+#include "text/tokenizer.h"
 #include "train/tt_internal.h"
 
-/* GPT-2's byte-level mapping: printable bytes map to themselves, the rest to
- * U+0100 onwards in byte order; returned as UTF-8 in out (>= 3 bytes + NUL). */
-static void byte_to_unicode(int b, char *out) {
-    int cp;
-    bool direct = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    if (direct) {
-        cp = b;
-    } else {
-        int n = 0;
-        for (int x = 0; x < b; x++) {
-            bool d = (x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF);
-            if (!d) n++;
-        }
-        cp = 256 + n;
-    }
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        out[1] = 0;
-    } else {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        out[2] = 0;
-    }
-}
 
 static tl_status add_w(gguf_writer *w, const char *name, const tt_tensor *t) {
     int64_t ne[2] = {t->shape[t->ndim - 1], t->ndim == 2 ? t->shape[0] : 1};
@@ -53,7 +30,7 @@ tl_status tt_export_gguf(const tt_model *m, const char *path) {
     const char *toks[256];
     int32_t types[256];
     for (int b = 0; b < 256; b++) {
-        byte_to_unicode(b, tokbuf[b]);
+        tok_byte_level_text((uint8_t)b, tokbuf[b]);
         toks[b] = tokbuf[b];
         types[b] = 1; /* normal */
     }

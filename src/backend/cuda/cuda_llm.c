@@ -510,18 +510,6 @@ static tl_status cl_head_last(tl_session *s, int32_t m) {
     return TL_OK;
 }
 
-static tl_status cl_check(tl_session *s, const int32_t *tokens, int32_t n) {
-    if (!s || !tokens || n < 1) return tl_err(TL_ERR_INVALID, "session: no tokens to evaluate");
-    if ((int64_t)s->n_past + n > s->n_ctx)
-        return tl_err(TL_ERR_INVALID, "session: %d tokens do not fit the context (%d used of %d)", n, s->n_past,
-                      s->n_ctx);
-    for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= s->model->hp.n_vocab)
-            return tl_err(TL_ERR_INVALID, "session: token %d at index %d is outside the vocabulary (%d)", tokens[i],
-                          i, s->model->hp.n_vocab);
-    return TL_OK;
-}
-
 /* one decode step through the captured graph (captured on first use) */
 static tl_status cl_decode(tl_session *s, int32_t tok) {
     cl_session *cs = s->backend_ctx;
@@ -566,7 +554,7 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
 static tl_status cl_eval(tl_session *s, const int32_t *tokens, int32_t n) {
     cl_session *cs = s->backend_ctx;
     tlc_ctx *c = cs->cm->c;
-    CL_TRY(cl_check(s, tokens, n));
+    CL_TRY(llm_session_check(s, tokens, n));
     for (int32_t i = 0; i < n; i += s->n_batch) {
         int32_t m = n - i < s->n_batch ? n - i : s->n_batch;
         if (m == 1) {
@@ -610,7 +598,7 @@ tl_status llm_cuda_eval_all(tl_session *s, const int32_t *tokens, int32_t n, flo
     tlc_ctx *c = cm->c;
     const llm_hparams *hp = &s->model->hp;
     const int64_t e = hp->n_embd, nv = hp->n_vocab;
-    CL_TRY(cl_check(s, tokens, n));
+    CL_TRY(llm_session_check(s, tokens, n));
     if (!out) return tl_err(TL_ERR_INVALID, "session: NULL logits buffer");
     for (int32_t i = 0; i < n; i += s->n_batch) {
         int32_t m = n - i < s->n_batch ? n - i : s->n_batch;
