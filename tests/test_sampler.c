@@ -23,7 +23,86 @@ static void histo(tl_sampler *s, const float *logits, int n, double *freq) {
     for (int i = 0; i < n; i++) freq[tl_sampler_sample(s, logits)] += 1.0 / n;
 }
 
+/* A large vocabulary exercises the partial-sort path (cuts inside the most
+ * likely 256) and its full-sort fallback (flat logits: the top-p cut falls
+ * far beyond them). Expected kept set and probabilities are computed here
+ * from the definitions, in double, over a full sort. */
+#define BV 5000
+static int cmp_desc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+static void big_vocab(double spread, float top_p, float min_p, int N, const char *what) {
+    static float lg[BV];
+    static double sorted[BV], p[BV];
+    uint64_t x = 12345;
+    for (int i = 0; i < BV; i++) { /* roughly normal: sum of 4 uniforms */
+        double u = 0;
+        for (int k = 0; k < 4; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            u += (double)(x >> 11) / 9007199254740992.0 - 0.5;
+        }
+        lg[i] = (float)(u * spread);
+        sorted[i] = lg[i];
+    }
+    qsort(sorted, BV, sizeof(double), cmp_desc);
+    double z = 0, cum = 0;
+    for (int i = 0; i < BV; i++) z += exp(sorted[i] - sorted[0]);
+    int keep = BV;
+    if (top_p < 1)
+        for (int i = 0; i < BV; i++)
+            if ((cum += exp(sorted[i] - sorted[0]) / z) >= top_p) {
+                keep = i + 1;
+                break;
+            }
+    if (min_p > 0) {
+        int k = 1;
+        while (k < keep && exp(sorted[k] - sorted[0]) >= min_p) k++;
+        keep = k;
+    }
+    const double thr = sorted[keep - 1];
+    double zk = 0;
+    for (int i = 0; i < BV; i++) p[i] = lg[i] >= thr ? exp(lg[i] - sorted[0]) : 0, zk += p[i];
+    tl_sampler_params sp = tl_sampler_default_params();
+    sp.temp = 1, sp.top_k = 0, sp.top_p = top_p, sp.min_p = min_p, sp.seed = 77;
+    tl_sampler *s = NULL;
+    CHECK(tl_sampler_init(&sp, BV, &s) == TL_OK, "init %s", what);
+    static double freq[BV];
+    memset(freq, 0, sizeof freq);
+    int outside = 0;
+    for (int d = 0; d < N; d++) {
+        int t = tl_sampler_sample(s, lg);
+        freq[t] += 1.0 / N;
+        outside += p[t] == 0;
+    }
+    /* per-token z-scores where at least 20 draws are expected (a normal
+     * approximation is meaningless below that); the rest as one bucket */
+    double worst = 0, tail_p = 0, tail_f = 0;
+    for (int i = 0; i < BV; i++) {
+        double pi = p[i] / zk;
+        if (pi * N < 20 || pi > 0.999) {
+            tail_p += pi, tail_f += freq[i];
+            continue;
+        }
+        double e = fabs(freq[i] - pi) / sqrt(pi * (1 - pi) / N);
+        if (e > worst) worst = e;
+    }
+    if (tail_p * N >= 20) {
+        double e = fabs(tail_f - tail_p) / sqrt(tail_p * (1 - tail_p) / N);
+        if (e > worst) worst = e;
+    }
+    CHECK(outside == 0 && worst < 5.5, "%s: keep %d of %d, %d draws outside the kept set, worst deviation %.1f sd",
+          what, keep, BV, outside, worst);
+    tl_sampler_free(s);
+}
+
 int main(void) {
+    big_vocab(12.0, 0.9f, 0, 20000, "peaked, top-p 0.9 (cut inside the sorted prefix)");
+    big_vocab(12.0, 1.0f, 0.05f, 20000, "peaked, min-p 0.05");
+    big_vocab(12.0, 0.999f, 0.01f, 20000, "peaked, top-p 0.999 then min-p 0.01");
+    big_vocab(0.2, 0.9f, 0, 2000, "flat, top-p 0.9 (cut far past the prefix: full sort)");
+    big_vocab(0.2, 1.0f, 0.75f, 2000, "flat, min-p 0.75 (cut past the prefix)");
+    big_vocab(3.0, 1.0f, 0, 20000, "no cuts (no sort)");
     const float logits[NV] = {1.0f, 3.0f, 2.5f, -1.0f, 0.0f, 2.9f, -3.0f, 0.5f};
     double freq[NV], p[NV], z = 0;
 

@@ -117,6 +117,39 @@ static void smp_select(smp_cand *c, int32_t n, int32_t k) {
     }
 }
 
+#define SMP_PREFIX 256
+
+/* How many candidates survive top-p then min-p, given that the first
+ * n_sorted of n are sorted (descending), prob[i] = exp(logit_i - max) for
+ * all n and sum is their total. False if the answer depends on the order of
+ * the unsorted tail (the caller then sorts everything and asks again). */
+static bool smp_cuts(const tl_sampler *s, int32_t n_sorted, int32_t n, double sum, int32_t *keep) {
+    const tl_sampler_params *p = &s->p;
+    int32_t k = n;
+    bool known = true;
+    if (p->top_p < 1.0f) {
+        /* smallest prefix whose mass reaches top_p */
+        double cum = 0.0;
+        int32_t i = 0;
+        while (i < n_sorted && (cum += s->prob[i] / sum) < p->top_p) i++;
+        if (i < n_sorted) k = i + 1;
+        else known = n_sorted == n; /* any cut lies in the unsorted tail */
+    }
+    if (p->min_p > 0.0f) {
+        /* keep those with prob >= min_p * max; prob[0] is the max */
+        int32_t lim = known ? k : n, j = 1;
+        while (j < lim && j < n_sorted && s->prob[j] >= p->min_p * s->prob[0]) j++;
+        if (j < lim && j < n_sorted) {
+            k = j; /* cut inside the sorted part, before any top-p cut */
+            known = true;
+        } else if (j != lim) {
+            known = false; /* ran off the sorted part undecided */
+        }
+    }
+    *keep = k;
+    return known;
+}
+
 int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
     const tl_sampler_params *p = &s->p;
     int32_t n = s->n_vocab;
@@ -146,25 +179,40 @@ int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
         smp_select(s->cand, n, p->top_k);
         n = p->top_k;
     }
-    qsort(s->cand, (size_t)n, sizeof *s->cand, smp_cmp);
-    /* probabilities at temperature 1 for top-p / min-p */
-    double sum = 0.0;
-    const float mx = s->cand[0].logit;
-    for (int32_t i = 0; i < n; i++) sum += (s->prob[i] = expf(s->cand[i].logit - mx));
-    if (p->top_p < 1.0f) {
-        double cum = 0.0;
-        for (int32_t i = 0; i < n; i++) {
-            cum += s->prob[i] / sum;
-            if (cum >= p->top_p) {
-                n = i + 1;
-                break;
-            }
+    const bool cuts = p->top_p < 1.0f || p->min_p > 0.0f;
+    /* Sorting a whole 50k-250k vocabulary costs milliseconds per token, and
+     * the top-p / min-p cuts nearly always fall among the few hundred most
+     * likely tokens: sort only those, and sort everything only when a cut
+     * lands beyond them (the same tokens either way, up to the order of equal
+     * logits at the boundary). Without cuts nothing needs
+     * sorting at all. */
+    int32_t n_sorted = n;
+    if (!cuts) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (s->cand[i].logit > s->cand[best].logit) best = i;
+        smp_cand t = s->cand[0];
+        s->cand[0] = s->cand[best];
+        s->cand[best] = t;
+    } else {
+        if (n > SMP_PREFIX) {
+            smp_select(s->cand, n, SMP_PREFIX);
+            n_sorted = SMP_PREFIX;
         }
+        qsort(s->cand, (size_t)n_sorted, sizeof *s->cand, smp_cmp);
     }
-    if (p->min_p > 0.0f) {
-        /* prob[0] is the max: keep those with prob >= min_p * max */
-        int32_t keep = 1;
-        while (keep < n && s->prob[keep] >= p->min_p * s->prob[0]) keep++;
+    /* probabilities at temperature 1 for top-p / min-p; cand[0] is the max */
+    const float mx = s->cand[0].logit;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += (s->prob[i] = expf(s->cand[i].logit - mx));
+    if (cuts) {
+        int32_t keep;
+        if (!smp_cuts(s, n_sorted, n, sum, &keep)) {
+            qsort(s->cand, (size_t)n, sizeof *s->cand, smp_cmp);
+            sum = 0.0;
+            for (int32_t i = 0; i < n; i++) sum += (s->prob[i] = expf(s->cand[i].logit - mx));
+            smp_cuts(s, n, n, sum, &keep);
+        }
         n = keep;
     }
     sum = 0.0;
