@@ -32,9 +32,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tallow_ctypes import ROOT, Model, load_lib, skip  # noqa: E402
 
 try:
-    import numpy as np
+    import numpy as np  # noqa: F401
 except ImportError:
     skip("numpy not installed")
+from llamacpp_ref import Checker, compare_prompt  # noqa: E402
 
 MAX_TOL, RMS_TOL, NEAR_TIE = 1.0, 0.5, 0.5
 fx = os.path.join(ROOT, "tests", "fixtures")
@@ -46,68 +47,8 @@ if not os.path.exists(model_path):
 lib = load_lib()
 nv = ref["n_vocab"]
 m = Model(lib, model_path, n_ctx=1024, n_batch=512, n_threads=2)
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    passed += bool(cond)
-    failed += not cond
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-
-
+check = Checker()
 for p in ref["prompts"]:
-    name, pids, gids = p["name"], p["prompt_ids"], p["gen_ids"]
-    ids = m.tokenize(p["text"], add_special=True, parse_special=True)
-    check(ids == pids, f"{name}: prompt tokens equal llama.cpp's ({len(ids)} tokens)")
-
-    # teacher forcing on llama.cpp's ids: logits at the last prompt position and after each
-    # generated token (the prompt body only fills the cache: no logits for all 262k x 695)
-    m.rewind(0)
-    m.eval_last(pids[:-1], nv)
-    lg = m.eval_all(pids[-1:] + gids[:-1], nv)
-    agree, ties, bad = 0, [], []
-    for i, want in enumerate(gids):
-        got = int(lg[i].argmax())
-        gap = float(lg[i][got] - lg[i][want])
-        if got == want:
-            agree += 1
-        elif p["gen_margins"][i] <= NEAR_TIE and gap <= NEAR_TIE:
-            ties.append(i)
-        else:
-            bad.append((i, got, want, round(gap, 3), round(p["gen_margins"][i], 3)))
-    check(not bad, f"{name}: teacher-forced argmax equals llama.cpp's at {agree}/{len(gids)} positions, "
-          f"near-ties at {ties}, real disagreements {bad}")
-
-    stats = []
-    for i, top in enumerate(p["topk"]):
-        d = np.array([float(lg[i][t]) - lv for t, lv in top])
-        stats.append((float(np.abs(d).max()), float(np.sqrt((d ** 2).mean()))))
-    worst = max(s[0] for s in stats)
-    rms = max(s[1] for s in stats)
-    sc = p["llamacpp_self_consistency"]
-    check(worst <= MAX_TOL and rms <= RMS_TOL,
-          f"{name}: top-40 logits at {len(stats)} positions: max |diff| {worst:.3f} (<= {MAX_TOL}), "
-          f"max rms {rms:.3f} (<= {RMS_TOL}); llama.cpp vs itself on top-40: f16->f32 KV "
-          f"{max(sc['kv_f16_vs_f32_max_abs_diff_on_top40']):.2f}, batch->token-by-token prefill "
-          f"{sc['batch_vs_token_by_token_prefill_max_abs_diff_on_top40']:.2f}")
-
-    # free-running greedy must follow llama.cpp's up to the first near-tie (the prompt's cache
-    # from teacher forcing is kept; lg[0] are its last-position logits)
-    m.rewind(len(pids))
-    logits = lg[0]
-    near = [i for i, mg in enumerate(p["gen_margins"]) if mg <= NEAR_TIE]
-    first_tie = near[0] if near else len(gids)
-    same = 0
-    for i in range(len(gids)):
-        tok = int(logits.argmax())
-        if tok != gids[i]:
-            break
-        same += 1
-        if i + 1 < len(gids):
-            logits = m.eval_last([tok], nv)
-    check(same >= first_tie, f"{name}: free-running greedy equals llama.cpp's for {same}/{len(gids)} tokens "
-          f"(first near-tie at {first_tie})")
+    compare_prompt(m, p, nv, check, MAX_TOL, RMS_TOL, NEAR_TIE)
 m.close()
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(check.finish())

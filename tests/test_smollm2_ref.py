@@ -37,6 +37,7 @@ try:
     import numpy as np
 except ImportError:
     skip("numpy not installed")
+from llamacpp_ref import Checker, compare_prompt  # noqa: E402
 
 MAX_TOL, RMS_TOL, NEAR_TIE = 1.0, 0.5, 0.5
 fx = os.path.join(ROOT, "tests", "fixtures")
@@ -48,65 +49,9 @@ if not os.path.exists(model_path):
 lib = load_lib()
 nv = ref["n_vocab"]
 m = Model(lib, model_path, n_ctx=512, n_batch=512, n_threads=2)
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    passed += bool(cond)
-    failed += not cond
-    print(("ok   " if cond else "FAIL ") + what)
-
-
+check = Checker()
 for p in ref["prompts"]:
-    name, pids, gids = p["name"], p["prompt_ids"], p["gen_ids"]
-    ids = m.tokenize(p["text"], add_special=True, parse_special=True)
-    check(ids == pids, f"{name}: prompt tokens equal llama.cpp's ({len(ids)} tokens)")
-
-    # teacher forcing: logits at the last prompt position and after each llama.cpp token
-    m.rewind(0)
-    seq = pids + gids[:-1]
-    lg = m.eval_all(seq, nv)[len(pids) - 1:]
-    agree, ties, bad = 0, [], []
-    for i, want in enumerate(gids):
-        got = int(lg[i].argmax())
-        gap = float(lg[i][got] - lg[i][want])
-        if got == want:
-            agree += 1
-        elif p["gen_margins"][i] <= NEAR_TIE and gap <= NEAR_TIE:
-            ties.append(i)
-        else:
-            bad.append((i, got, want, round(gap, 3), round(p["gen_margins"][i], 3)))
-    check(not bad, f"{name}: teacher-forced argmax equals llama.cpp's at {agree}/{len(gids)} positions, "
-          f"near-ties at {ties}, real disagreements {bad}")
-
-    stats = []
-    for i, top in enumerate(p["topk"]):
-        d = np.array([float(lg[i][t]) - lv for t, lv in top])
-        stats.append((float(np.abs(d).max()), float(np.sqrt((d ** 2).mean()))))
-    worst = max(s[0] for s in stats)
-    rms = max(s[1] for s in stats)
-    check(worst <= MAX_TOL and rms <= RMS_TOL,
-          f"{name}: top-40 logits at {len(stats)} positions: max |diff| {worst:.3f} (<= {MAX_TOL}), "
-          f"max rms {rms:.3f} (<= {RMS_TOL}); llama.cpp vs itself on top-40, f16->f32 KV: "
-          f"{', '.join(f'{x:.2f}' for x in p['llamacpp_self_consistency']['kv_f16_vs_f32_max_abs_diff_on_top40'])}")
-
-    # free-running greedy must follow llama.cpp's text up to the first near-tie
-    m.rewind(0)
-    logits = m.eval_last(pids, nv)
-    near = [i for i, mg in enumerate(p["gen_margins"]) if mg <= NEAR_TIE]
-    first_tie = near[0] if near else len(gids)
-    gen = []
-    for i in range(len(gids)):
-        tok = int(logits.argmax())
-        gen.append(tok)
-        if tok != gids[i]:
-            break
-        logits = m.eval_last([tok], nv)
-    same = sum(1 for a, b in zip(gen, gids) if a == b) if gen == gids[:len(gen)] else \
-        next(i for i, (a, b) in enumerate(zip(gen, gids)) if a != b)
-    check(same >= first_tie, f"{name}: free-running greedy equals llama.cpp's for {same}/{len(gids)} tokens "
-          f"(first near-tie at {first_tie})")
+    compare_prompt(m, p, nv, check, MAX_TOL, RMS_TOL, NEAR_TIE)
 
 full = np.fromfile(os.path.join(fx, ref["full_logits_file"]["file"]), dtype="<f4")
 m.rewind(0)
@@ -116,5 +61,4 @@ rms = float(np.sqrt(((got - full) ** 2).mean()))
 check(err <= MAX_TOL and rms <= RMS_TOL and int(got.argmax()) == int(full.argmax()),
       f"prompt 0, all {nv} logits: max |diff| {err:.3f}, rms {rms:.4f}, same argmax")
 m.close()
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(check.finish())
