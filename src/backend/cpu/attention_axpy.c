@@ -10,9 +10,7 @@
 void attn_axpy_f16_avx2(float *acc, float a, const uint16_t *v, int64_t n);
 
 void attn_axpy_f16(float *acc, float a, const uint16_t *v, int64_t n) {
-    static int has = -1; /* benign race: every thread computes the same value */
-    if (has < 0) has = tl_cpu_has_avx2_fma();
-    if (has && n % 8 == 0) {
+    if (tl_cpu_has_avx2_fma() && n % 8 == 0) {
         attn_axpy_f16_avx2(acc, a, v, n);
         return;
     }

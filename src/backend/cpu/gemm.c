@@ -15,9 +15,7 @@ gemm_f16_1x4_fn gemm_get_f16_1x4(void) { return tl_cpu_has_avx2_fma() ? gemm_f16
 gemm_f16_1x1_fn gemm_get_f16_1x1(void) { return tl_cpu_has_avx2_fma() ? gemm_f16_1x1_avx2 : 0; }
 
 gemm_1x4_fn gemm_get_1x4(tl_type t) {
-    static int avx2 = -1; /* benign race: every thread computes the same value */
-    if (avx2 < 0) avx2 = tl_cpu_has_avx2_fma();
-    if (!avx2) return 0;
+    if (!tl_cpu_has_avx2_fma()) return 0;
     switch (t) {
     case TL_TYPE_Q4_0: return gemm_q4_0_1x4_avx2;
     case TL_TYPE_Q4_1: return gemm_q4_1_1x4_avx2;
