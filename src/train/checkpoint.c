@@ -14,6 +14,30 @@
 
 #define CKPT_FORMAT "tallow-train-1"
 
+/* safetensors dtype names of the framework's dtypes, both ways. */
+static const char *st_name(tt_dtype dt) {
+    switch (dt) {
+    case TT_F32: return "F32";
+    case TT_F64: return "F64";
+    case TT_BF16: return "BF16";
+    case TT_F16: return "F16";
+    case TT_I32: return "I32";
+    }
+    return "?";
+}
+
+static bool st_parse(const char *name, tt_dtype *dt) {
+    static const tt_dtype all[] = {TT_F32, TT_F64, TT_BF16, TT_F16, TT_I32};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(name, st_name(all[i]))) {
+            *dt = all[i];
+            return true;
+        }
+    return false;
+}
+
+static size_t tbytes(const tt_tensor *t) { return (size_t)tt_numel(t) * tt__esize(t->dtype); }
+
 static tl_status meta_i(st_writer *w, const char *k, int64_t v) {
     char b[32];
     snprintf(b, sizeof b, "%lld", (long long)v);
@@ -61,7 +85,7 @@ tl_status tt_checkpoint_save(const char *path, const tt_model *m, const tt_optim
     for (int i = 0; !s && i < m->params.n; i++) {
         const tt_param *p = &m->params.p[i];
         snprintf(name, sizeof name, "model.%s", p->name);
-        s = st_writer_add(w, name, "F32", p->t->ndim, p->t->shape, tt_data(p->t), (size_t)tt_numel(p->t) * 4);
+        s = st_writer_add(w, name, st_name(p->t->dtype), p->t->ndim, p->t->shape, tt_data(p->t), tbytes(p->t));
         if (!s && o && o->m[i]) {
             snprintf(name, sizeof name, "optim.m.%s", p->name);
             s = st_writer_add(w, name, "F32", p->t->ndim, p->t->shape, tt_data(o->m[i]), (size_t)tt_numel(p->t) * 4);
@@ -120,17 +144,44 @@ tl_status tt_checkpoint_read_config(const char *path, tt_model_config *cfg) {
     return s;
 }
 
+/* A caller-owned contiguous copy of entry e (any supported dtype). */
+static tt_tensor *entry_tensor(const st_tensor *e, const char *path) {
+    tt_dtype dt;
+    if (!st_parse(e->dtype, &dt) || e->ndim > TT_MAX_DIMS || e->ndim < 1) {
+        tl_err(TL_ERR_FORMAT, "'%s': tensor '%s' is %s with %d dims (supported: F32, F64, BF16, F16, I32; 1..%d dims)",
+               path, e->name, e->dtype, e->ndim, TT_MAX_DIMS);
+        return NULL;
+    }
+    tt_tensor *t = tt_new(dt, e->ndim, e->shape);
+    if (!t) return NULL;
+    if (tbytes(t) != e->nbytes) { /* the reader checked this; defensive */
+        tt_free(t);
+        tl_err(TL_ERR_FORMAT, "'%s': tensor '%s' has %zu bytes for its shape", path, e->name, e->nbytes);
+        return NULL;
+    }
+    memcpy(tt_data(t), e->data, e->nbytes);
+    return t;
+}
+
+/* Load entry name into t: a byte copy when the dtypes match (bit-identical
+ * resume), else converted (e.g. a BF16 checkpoint into an f32 model). */
 static tl_status load_into(const st_file *f, const char *path, const char *name, tt_tensor *t) {
     const st_tensor *e = st_find(f, name);
     if (!e) return tl_err(TL_ERR_NOT_FOUND, "checkpoint '%s': tensor '%s' missing", path, name);
-    if (strcmp(e->dtype, "F32") || e->nbytes != (size_t)tt_numel(t) * 4 || e->ndim != t->ndim)
-        return tl_err(TL_ERR_FORMAT, "checkpoint '%s': tensor '%s' is %s with %zu bytes, want F32 with %zu", path,
-                      name, e->dtype, e->nbytes, (size_t)tt_numel(t) * 4);
-    for (int d = 0; d < t->ndim; d++)
-        if (e->shape[d] != t->shape[d])
-            return tl_err(TL_ERR_FORMAT, "checkpoint '%s': tensor '%s' dim %d is %lld, model has %lld", path, name,
-                          d, (long long)e->shape[d], (long long)t->shape[d]);
-    memcpy(tt_data(t), e->data, e->nbytes);
+    bool shape_ok = e->ndim == t->ndim;
+    for (int d = 0; shape_ok && d < t->ndim; d++) shape_ok = e->shape[d] == t->shape[d];
+    if (!shape_ok)
+        return tl_err(TL_ERR_FORMAT, "checkpoint '%s': tensor '%s' has %d dims (first %lld), model has %d (first %lld)",
+                      path, name, e->ndim, (long long)(e->ndim ? e->shape[0] : 0), t->ndim,
+                      (long long)(t->ndim ? t->shape[0] : 0));
+    if (!strcmp(e->dtype, st_name(t->dtype)) && e->nbytes == tbytes(t) && tt_is_contiguous(t)) {
+        memcpy(tt_data(t), e->data, e->nbytes);
+        return TL_OK;
+    }
+    tt_tensor *src = entry_tensor(e, path);
+    if (!src) return tl_err_prefix(TL_ERR_FORMAT, "checkpoint: ");
+    tt_copy_(t, src);
+    tt_free(src);
     return TL_OK;
 }
 
@@ -172,4 +223,42 @@ tl_status tt_checkpoint_load(const char *path, tt_model *m, tt_optim *o, int64_t
     }
     st_close(f);
     return s;
+}
+
+tl_status tt_tensors_save(const char *path, int n, const char *const *names, const tt_tensor *const *ts) {
+    st_writer *w;
+    tl_status s = st_writer_init(&w);
+    if (s != TL_OK) return s;
+    tt_tensor **tmp = calloc((size_t)(n > 0 ? n : 1), sizeof *tmp); /* contiguous copies of strided inputs */
+    if (!tmp) s = tl_err(TL_ERR_NOMEM, "train: out of memory");
+    for (int i = 0; !s && i < n; i++) {
+        const tt_tensor *t = ts[i];
+        if (!t || !names[i]) {
+            s = tl_err(TL_ERR_INVALID, "save '%s': tensor %d is NULL", path, i);
+            break;
+        }
+        if (!tt_is_contiguous(t)) {
+            if (!(tmp[i] = tt__clone(t))) s = TL_ERR_NOMEM;
+            t = tmp[i];
+        }
+        if (!s) s = st_writer_add(w, names[i], st_name(t->dtype), t->ndim, t->shape, tt_data(t), tbytes(t));
+    }
+    if (!s) s = st_writer_write(w, path);
+    for (int i = 0; tmp && i < n; i++) tt_free(tmp[i]);
+    free(tmp);
+    st_writer_free(w);
+    return s;
+}
+
+tt_tensor *tt_tensor_load(const char *path, const char *name) {
+    st_file *f;
+    if (st_open(path, &f) != TL_OK) return NULL;
+    const st_tensor *e = st_find(f, name);
+    tt_tensor *t = NULL;
+    if (!e)
+        tl_err(TL_ERR_NOT_FOUND, "'%s': tensor '%s' missing", path, name);
+    else
+        t = entry_tensor(e, path);
+    st_close(f);
+    return t;
 }

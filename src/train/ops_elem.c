@@ -132,7 +132,7 @@ static const char *bin_names[] = {"add", "sub", "mul", "div"};
 
 static tt_tensor *binary(tt_ctx *c, int op, tt_tensor *a, tt_tensor *b) {
     tt_tensor *in[2] = {a, b};
-    if (!tt__check(in, 2, bin_names[op])) return NULL;
+    if (!tt__check(in, 2, bin_names[op]) || !tt__check_compute(a, bin_names[op])) return NULL;
     int ondim;
     int64_t oshape[TT_MAX_DIMS];
     if (!tt__bcast_shape(a, b, &ondim, oshape)) {
@@ -309,7 +309,7 @@ static tl_status bw_unary(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 static tt_tensor *unary(tt_ctx *c, int op, tt_tensor *x, double p) {
-    if (!x) return NULL;
+    if (!tt__check_compute(x, un_names[op])) return NULL;
     tt_tensor *xc = tt_contiguous(c, x); /* recorded, so grads reach a strided x */
     if (!xc) return NULL;
     tt_tensor *o = tt__temp(c, x->dtype, x->ndim, x->shape);
@@ -366,7 +366,7 @@ static tl_status bw_reduce(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 static tt_tensor *reduce(tt_ctx *c, tt_tensor *x, int dim, bool keepdim, bool mean) {
-    if (!x) return NULL;
+    if (!tt__check_compute(x, mean ? "mean" : "sum")) return NULL;
     if (dim >= 0 && dim >= x->ndim) {
         tl_err(TL_ERR_INVALID, "train: reduction over dim %d of a %d-d tensor", dim, x->ndim);
         return NULL;

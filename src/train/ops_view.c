@@ -1,5 +1,5 @@
 /* train/ops_view: views without copies (reshape, permute, transpose, narrow,
- * expand, unsqueeze) and contiguous(), each recorded with a backward that
+ * expand, unsqueeze, squeeze, flatten, strided slice) and contiguous(), each recorded with a backward that
  * maps the output gradient back onto the input's layout.
  * Owns: nothing. Calls: train internals. */
 #include <string.h>
@@ -38,7 +38,8 @@ static tl_status bw_passthrough(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 tt_tensor *tt_contiguous(tt_ctx *c, tt_tensor *x) {
     if (!x) return NULL;
     if (tt_is_contiguous(x)) return x;
-    tt_tensor *o = tt__temp(c, x->dtype, x->ndim, x->shape);
+    if (!tt__grad_dtype_ok(c, x, "contiguous")) return NULL;
+    tt_tensor *o = tt__temp_any(c, x->dtype, x->ndim, x->shape); /* storage dtypes too: a copy */
     if (!o) return NULL;
     tt_copy_(o, x);
     if (tt__needs_grad(c, &x, 1) && !tt__record(c, "contiguous", bw_passthrough, o, &x, 1)) return NULL;
@@ -74,7 +75,7 @@ static bool view_strides(const tt_tensor *x, int nn, const int64_t *ns, int64_t 
 }
 
 tt_tensor *tt_reshape(tt_ctx *c, tt_tensor *x, int ndim, const int64_t *shape) {
-    if (!x) return NULL;
+    if (!x || !tt__grad_dtype_ok(c, x, "reshape")) return NULL;
     if (ndim < 1 || ndim > TT_MAX_DIMS) {
         tl_err(TL_ERR_INVALID, "train: reshape to %d dims (1..%d)", ndim, TT_MAX_DIMS);
         return NULL;
@@ -143,7 +144,7 @@ static tl_status bw_permute(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_permute(tt_ctx *c, tt_tensor *x, const int *perm) {
-    if (!x) return NULL;
+    if (!x || !tt__grad_dtype_ok(c, x, "permute")) return NULL;
     int64_t sh[TT_MAX_DIMS], st[TT_MAX_DIMS];
     bool seen[TT_MAX_DIMS] = {0};
     for (int j = 0; j < x->ndim; j++) {
@@ -195,7 +196,7 @@ static tl_status bw_narrow(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_narrow(tt_ctx *c, tt_tensor *x, int dim, int64_t start, int64_t len) {
-    if (!x) return NULL;
+    if (!x || !tt__grad_dtype_ok(c, x, "narrow")) return NULL;
     dim = norm_dim(dim, x->ndim);
     if (dim < 0 || dim >= x->ndim || start < 0 || len < 0 || start + len > x->shape[dim]) {
         tl_err(TL_ERR_INVALID, "train: narrow dim %d [%lld, +%lld) out of range", dim, (long long)start,
@@ -226,7 +227,7 @@ static tl_status bw_expand(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_expand(tt_ctx *c, tt_tensor *x, int ndim, const int64_t *shape) {
-    if (!x) return NULL;
+    if (!x || !tt__grad_dtype_ok(c, x, "expand")) return NULL;
     if (ndim < x->ndim || ndim > TT_MAX_DIMS) {
         tl_err(TL_ERR_INVALID, "train: expand of a %d-d tensor to %d dims", x->ndim, ndim);
         return NULL;
@@ -246,5 +247,93 @@ tt_tensor *tt_expand(tt_ctx *c, tt_tensor *x, int ndim, const int64_t *shape) {
     tt_tensor *o = tt__view(c, x, ndim, sh, st, x->offset);
     if (!o) return NULL;
     if (tt__needs_grad(c, &x, 1) && !tt__record(c, "expand", bw_expand, o, &x, 1)) return NULL;
+    return o;
+}
+
+tt_tensor *tt_squeeze(tt_ctx *c, tt_tensor *x, int dim) {
+    if (!x) return NULL;
+    int d = norm_dim(dim, x->ndim);
+    if (d < 0 || d >= x->ndim) {
+        tl_err(TL_ERR_INVALID, "train: squeeze dim %d of a %d-d tensor", dim, x->ndim);
+        return NULL;
+    }
+    if (x->shape[d] != 1 || x->ndim == 1) return x; /* as PyTorch: nothing to drop (no 0-d tensors here) */
+    int64_t sh[TT_MAX_DIMS];
+    for (int i = 0, j = 0; i < x->ndim; i++)
+        if (i != d) sh[j++] = x->shape[i];
+    return tt_reshape(c, x, x->ndim - 1, sh);
+}
+
+tt_tensor *tt_squeeze_all(tt_ctx *c, tt_tensor *x) {
+    if (!x) return NULL;
+    int64_t sh[TT_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (x->shape[i] != 1) sh[n++] = x->shape[i];
+    if (n == x->ndim) return x;
+    if (n == 0) sh[n++] = 1; /* all ones: [1] */
+    return tt_reshape(c, x, n, sh);
+}
+
+tt_tensor *tt_flatten(tt_ctx *c, tt_tensor *x, int start, int end) {
+    if (!x) return NULL;
+    int s = norm_dim(start, x->ndim), e = norm_dim(end, x->ndim);
+    if (s < 0 || e < 0 || s >= x->ndim || e >= x->ndim || s > e) {
+        tl_err(TL_ERR_INVALID, "train: flatten dims %d..%d of a %d-d tensor", start, end, x->ndim);
+        return NULL;
+    }
+    int64_t sh[TT_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        if (i <= s || i > e) sh[n++] = x->shape[i];
+        else sh[n - 1] *= x->shape[i];
+    }
+    return tt_reshape(c, x, n, sh);
+}
+
+static tl_status bw_slice(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    if (!tt__need(n, 0)) return TL_OK;
+    tt_tensor *in = n->in[0];
+    tt_tensor *gb = tt__grad_buf(in);
+    if (!gb) return TL_ERR_NOMEM;
+    tt_tensor v = *gb; /* the sliced positions of the input's gradient */
+    int dim = (int)n->i[0];
+    v.offset = gb->offset + n->i[1] * gb->stride[dim];
+    v.shape[dim] = n->i[2];
+    v.stride[dim] = gb->stride[dim] * n->i[3];
+    add_into(&v, g);
+    return TL_OK;
+}
+
+tt_tensor *tt_slice(tt_ctx *c, tt_tensor *x, int dim, int64_t start, int64_t end, int64_t step) {
+    if (!x || !tt__grad_dtype_ok(c, x, "slice")) return NULL;
+    int d = norm_dim(dim, x->ndim);
+    if (d < 0 || d >= x->ndim || step < 1) {
+        tl_err(TL_ERR_INVALID, "train: slice dim %d step %lld of a %d-d tensor (step must be >= 1)", dim,
+               (long long)step, x->ndim);
+        return NULL;
+    }
+    int64_t L = x->shape[d];
+    /* Python slice rules: negative counts from the end, then clamp */
+    if (start < 0) start += L;
+    if (end < 0) end += L;
+    start = start < 0 ? 0 : start > L ? L : start;
+    end = end < start ? start : end > L ? L : end;
+    int64_t len = (end - start + step - 1) / step;
+    int64_t sh[TT_MAX_DIMS], st[TT_MAX_DIMS];
+    memcpy(sh, x->shape, sizeof sh);
+    memcpy(st, x->stride, sizeof st);
+    sh[d] = len;
+    st[d] = x->stride[d] * step;
+    tt_tensor *o = tt__view(c, x, x->ndim, sh, st, x->offset + (len ? start * x->stride[d] : 0));
+    if (!o) return NULL;
+    if (tt__needs_grad(c, &x, 1)) {
+        tt_node *n = tt__record(c, "slice", bw_slice, o, &x, 1);
+        if (!n) return NULL;
+        n->i[0] = d;
+        n->i[1] = start;
+        n->i[2] = len;
+        n->i[3] = step;
+    }
     return o;
 }

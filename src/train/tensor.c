@@ -3,6 +3,7 @@
  * Owns: storages (refcounted by views), caller-owned tensors.
  * Calls: base/status, train internals. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,6 +173,15 @@ void tt__grad_free(tt_ctx *c, tt_tensor *g) {
 }
 
 tt_tensor *tt__temp(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) {
+    if (!tt__is_compute(dt)) {
+        tl_err(TL_ERR_INVALID, "train: an op was given a %s tensor: ops compute in f32/f64 only "
+               "(convert with tt_to(c, x, TT_F32) first)", tt_dtype_name(dt));
+        return NULL;
+    }
+    return tt__temp_any(c, dt, ndim, shape);
+}
+
+tt_tensor *tt__temp_any(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) {
     int64_t n;
     void *reuse = NULL;
     if (shape_ok(ndim, shape, &n) && n > 0) reuse = pool_get(c, (size_t)n * tt__esize(dt));
@@ -237,19 +247,19 @@ tt_tensor *tt__view(tt_ctx *c, const tt_tensor *x, int ndim, const int64_t *shap
 }
 
 tt_tensor *tt_zeros(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) {
-    tt_tensor *t = tt__temp(c, dt, ndim, shape);
+    tt_tensor *t = tt__temp_any(c, dt, ndim, shape);
     if (t) memset(t->st->data, 0, t->st->nbytes);
     return t;
 }
 
 tt_tensor *tt_full(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape, double v) {
-    tt_tensor *t = tt__temp(c, dt, ndim, shape);
+    tt_tensor *t = tt__temp_any(c, dt, ndim, shape);
     if (t) tt_fill(t, v);
     return t;
 }
 
 tt_tensor *tt_arange(tt_ctx *c, tt_dtype dt, int64_t n) {
-    tt_tensor *t = tt__temp(c, dt, 1, &n);
+    tt_tensor *t = tt__temp_any(c, dt, 1, &n);
     if (t)
         for (int64_t i = 0; i < n; i++) tt_set(t, i, (double)i);
     return t;
@@ -274,7 +284,7 @@ void *tt_data(const tt_tensor *t) {
     return (char *)t->st->data + (size_t)t->offset * tt__esize(t->dtype);
 }
 
-static int64_t flat_to_off(const tt_tensor *t, int64_t i) {
+int64_t tt__flat_off(const tt_tensor *t, int64_t i) {
     int64_t off = t->offset;
     for (int d = t->ndim - 1; d >= 0; d--) {
         int64_t k = i % t->shape[d];
@@ -284,17 +294,43 @@ static int64_t flat_to_off(const tt_tensor *t, int64_t i) {
     return off;
 }
 
-double tt_get(const tt_tensor *t, int64_t i) {
-    int64_t o = flat_to_off(t, i);
-    return t->dtype == TT_F64 ? ((double *)t->st->data)[o] : (double)((float *)t->st->data)[o];
+double tt_get(const tt_tensor *t, int64_t i) { return tt__ld(t, tt__flat_off(t, i)); }
+
+void tt_set(tt_tensor *t, int64_t i, double v) { tt__st(t, tt__flat_off(t, i), v); }
+
+const char *tt_dtype_name(tt_dtype dt) {
+    switch (dt) {
+    case TT_F32: return "f32";
+    case TT_F64: return "f64";
+    case TT_BF16: return "bf16";
+    case TT_F16: return "f16";
+    case TT_I32: return "i32";
+    }
+    return "?";
 }
 
-void tt_set(tt_tensor *t, int64_t i, double v) {
-    int64_t o = flat_to_off(t, i);
-    if (t->dtype == TT_F64)
-        ((double *)t->st->data)[o] = v;
-    else
-        ((float *)t->st->data)[o] = (float)v;
+const char *tt__shape_str(const tt_tensor *x, char *buf, size_t n) {
+    size_t k = 0;
+    k += (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < x->ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)x->shape[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+bool tt__check_compute(const tt_tensor *x, const char *op) {
+    if (!x) return false;
+    if (tt__is_compute(x->dtype)) return true;
+    tl_err(TL_ERR_INVALID, "train: %s: %s input: ops compute in f32/f64 only (convert with tt_to first)", op,
+           tt_dtype_name(x->dtype));
+    return false;
+}
+
+bool tt__grad_dtype_ok(tt_ctx *c, const tt_tensor *x, const char *op) {
+    if (!x || tt__is_compute(x->dtype) || !c->grad_enabled || !x->requires_grad) return true;
+    tl_err(TL_ERR_INVALID, "train: %s: a %s tensor that requires grad: gradients flow through f32/f64 ops "
+           "only (convert with tt_to first)", op, tt_dtype_name(x->dtype));
+    return false;
 }
 
 void tt__shape4(int ndim, const int64_t *shape, int64_t sh[4]) {
@@ -321,6 +357,18 @@ void tt__shape4(int ndim, const int64_t *shape, int64_t sh[4]) {
                 }                                                                       \
     } while (0)
 
+/* Any other dtype pair: through double (exact for every stored value). */
+static void copy4_convert(tt_tensor *dst, const tt_tensor *src, const int64_t *sh, const int64_t *sd,
+                          const int64_t *ss) {
+    for (int64_t i0 = 0; i0 < sh[0]; i0++)
+        for (int64_t i1 = 0; i1 < sh[1]; i1++)
+            for (int64_t i2 = 0; i2 < sh[2]; i2++) {
+                int64_t od = dst->offset + i0 * sd[0] + i1 * sd[1] + i2 * sd[2];
+                int64_t os = src->offset + i0 * ss[0] + i1 * ss[1] + i2 * ss[2];
+                for (int64_t i3 = 0; i3 < sh[3]; i3++) tt__st(dst, od + i3 * sd[3], tt__ld(src, os + i3 * ss[3]));
+            }
+}
+
 void tt_copy_(tt_tensor *dst, const tt_tensor *src) {
     /* both viewed with dst's shape: src is read in logical order */
     int64_t sh[4], sd[4], ss[4];
@@ -333,8 +381,11 @@ void tt_copy_(tt_tensor *dst, const tt_tensor *src) {
             tt__bstrides4(src, dst->ndim, dst->shape, ss);
             if (dst->dtype == TT_F32 && src->dtype == TT_F32) COPY4(float, float);
             else if (dst->dtype == TT_F64 && src->dtype == TT_F64) COPY4(double, double);
-            else if (dst->dtype == TT_F32) COPY4(float, double);
-            else COPY4(double, float);
+            else if (dst->dtype == TT_F32 && src->dtype == TT_F64) COPY4(float, double);
+            else if (dst->dtype == TT_F64 && src->dtype == TT_F32) COPY4(double, float);
+            else if (dst->dtype == src->dtype && tt__esize(dst->dtype) == 2) COPY4(uint16_t, uint16_t);
+            else if (dst->dtype == TT_I32 && src->dtype == TT_I32) COPY4(int32_t, int32_t);
+            else copy4_convert(dst, src, sh, sd, ss);
             return;
         }
     }
@@ -352,9 +403,11 @@ void tt_fill(tt_tensor *t, double v) {
         if (t->dtype == TT_F32) {
             float *p = tt_data(t);
             for (int64_t i = 0; i < n; i++) p[i] = (float)v;
-        } else {
+        } else if (t->dtype == TT_F64) {
             double *p = tt_data(t);
             for (int64_t i = 0; i < n; i++) p[i] = v;
+        } else {
+            for (int64_t i = 0; i < n; i++) tt__st(t, t->offset + i, v);
         }
         return;
     }
@@ -374,7 +427,7 @@ tt_tensor *tt__clone(const tt_tensor *x) {
 
 tt_tensor *tt__contig(tt_ctx *c, tt_tensor *x) {
     if (tt_is_contiguous(x)) return x;
-    tt_tensor *t = tt__temp(c, x->dtype, x->ndim, x->shape);
+    tt_tensor *t = tt__temp_any(c, x->dtype, x->ndim, x->shape);
     if (t) tt_copy_(t, x);
     return t;
 }

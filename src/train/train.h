@@ -35,7 +35,16 @@
 
 #define TT_MAX_DIMS 4
 
-typedef enum tt_dtype { TT_F32 = 0, TT_F64 = 1 } tt_dtype;
+/* F32/F64 are the compute dtypes. BF16, F16 (IEEE half) and I32 are storage
+ * dtypes: tensors can be created, viewed (without grad), filled, read/written
+ * (tt_get/tt_set/tt_copy_ convert, rounding to nearest-even) and saved in
+ * checkpoints, and tt_to converts between any two dtypes (differentiable
+ * between the float ones); comparisons and logical ops, and the mask/index
+ * inputs of where, masked_fill, gather and index_select take them too. Every
+ * other op refuses a storage dtype with an error (convert with
+ * tt_to(c, x, TT_F32) first): nothing upcasts silently. I32 holds indices
+ * (argmax/argmin, max/min indices, gather/index_select indices). */
+typedef enum tt_dtype { TT_F32 = 0, TT_F64 = 1, TT_BF16 = 2, TT_F16 = 3, TT_I32 = 4 } tt_dtype;
 
 typedef struct tt_storage {
     void *data;
@@ -143,6 +152,92 @@ tt_tensor *tt_mean(tt_ctx *c, tt_tensor *x);
 tt_tensor *tt_sum_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim);
 tt_tensor *tt_mean_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim);
 
+/* ---- dtypes, more reductions, joins, indexing, masks ----------------------
+ * Dims may be negative (counted from the end); a bad dim, shape or index is
+ * an error naming the op and the shapes. The framework has no 0-d tensors: a
+ * reduction to a single value gives shape [1]. Index outputs are TT_I32;
+ * index inputs may be any dtype holding integral values (TT_I32 usually). */
+const char *tt_dtype_name(tt_dtype dt); /* "f32", "f64", "bf16", "f16", "i32" */
+/* Convert to dt (x itself if already dt). Differentiable between float
+ * dtypes: the backward converts the gradient back to x's dtype (a bf16/f16
+ * tensor's .grad is stored in its own dtype, rounded once per accumulation).
+ * To TT_I32 truncates toward zero and carries no gradient. */
+tt_tensor *tt_to(tt_ctx *c, tt_tensor *x, tt_dtype dt);
+
+/* Reductions over a list of n dims (n == 0: all dims). */
+tt_tensor *tt_sum_dims(tt_ctx *c, tt_tensor *x, int n, const int *dims, bool keepdim);
+tt_tensor *tt_mean_dims(tt_ctx *c, tt_tensor *x, int n, const int *dims, bool keepdim);
+/* Variance / standard deviation: sum((x - mean)^2) / (N - (unbiased ? 1 : 0))
+ * over the dims (N = number of reduced elements; N - 1 == 0 gives NaN/inf as
+ * in PyTorch). Accumulated in double. */
+tt_tensor *tt_var_dims(tt_ctx *c, tt_tensor *x, int n, const int *dims, bool unbiased, bool keepdim);
+tt_tensor *tt_std_dims(tt_ctx *c, tt_tensor *x, int n, const int *dims, bool unbiased, bool keepdim);
+tt_tensor *tt_var(tt_ctx *c, tt_tensor *x, int dim, bool unbiased, bool keepdim);
+tt_tensor *tt_std(tt_ctx *c, tt_tensor *x, int dim, bool unbiased, bool keepdim);
+/* Max/min over one dim: values, and (if indices != NULL) a TT_I32 temporary
+ * of the same shape with the position along dim. Ties: the first position;
+ * NaN counts as larger than everything (it propagates, as in PyTorch). The
+ * backward routes each output's gradient to that one position. */
+tt_tensor *tt_max_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim, tt_tensor **indices);
+tt_tensor *tt_min_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim, tt_tensor **indices);
+/* Max/min of all elements -> [1]; the gradient is split evenly among tied
+ * elements (torch.amax). */
+tt_tensor *tt_amax(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_amin(tt_ctx *c, tt_tensor *x);
+/* Position of the max/min along dim (first on ties) as TT_I32; no grad. */
+tt_tensor *tt_argmax(tt_ctx *c, tt_tensor *x, int dim, bool keepdim);
+tt_tensor *tt_argmin(tt_ctx *c, tt_tensor *x, int dim, bool keepdim);
+
+/* Join n tensors (same dtype; same shape except along dim for cat, the
+ * same shape for stack, which adds a new dim). The backward hands each
+ * input its slice of the gradient. */
+tt_tensor *tt_cat(tt_ctx *c, int n, tt_tensor *const *xs, int dim);
+tt_tensor *tt_stack(tt_ctx *c, int n, tt_tensor *const *xs, int dim);
+/* Narrow views of size `size` along dim (the last one shorter) into outs;
+ * returns how many (at most max_outs, else an error), -1 on error. chunk:
+ * pieces of ceil(len / chunks) (so possibly fewer than chunks, as PyTorch). */
+int tt_split(tt_ctx *c, tt_tensor *x, int64_t size, int dim, tt_tensor **outs, int max_outs);
+int tt_chunk(tt_ctx *c, tt_tensor *x, int chunks, int dim, tt_tensor **outs, int max_outs);
+/* Views: drop dim (a no-op view if its size is not 1, as PyTorch), drop
+ * every size-1 dim, merge dims start..end into one, and a strided slice
+ * [start, end) with step >= 1 (start/end may be negative, clamped like a
+ * Python slice). */
+tt_tensor *tt_squeeze(tt_ctx *c, tt_tensor *x, int dim);
+tt_tensor *tt_squeeze_all(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt_flatten(tt_ctx *c, tt_tensor *x, int start, int end);
+tt_tensor *tt_slice(tt_ctx *c, tt_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+
+/* out[..i_dim..] = x[..index[..i_dim..]..]: index has x's ndim, index.shape[d]
+ * <= x.shape[d] for d != dim; out has index's shape (torch.gather). */
+tt_tensor *tt_gather(tt_ctx *c, tt_tensor *x, int dim, tt_tensor *index);
+/* Rows index[k] of x along dim (index 1-d): out.shape[dim] = numel(index).
+ * The backward of both scatter-adds into x's gradient (repeats accumulate). */
+tt_tensor *tt_index_select(tt_ctx *c, tt_tensor *x, int dim, tt_tensor *index);
+tt_tensor *tt_index_select_ids(tt_ctx *c, tt_tensor *x, int dim, const int32_t *ids, int64_t n);
+
+/* Comparisons with broadcasting (a and b of one dtype, any dtype): 1 where
+ * true, 0 where false, in that dtype; no grad. NaN compares unequal. */
+tt_tensor *tt_eq(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_ne(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_lt(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_le(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_gt(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_ge(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+/* Masks: any dtype, nonzero is true; results 0/1 in the input dtype. */
+tt_tensor *tt_logical_not(tt_ctx *c, tt_tensor *m);
+tt_tensor *tt_logical_and(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt_logical_or(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+/* cond ? a : b elementwise over the broadcast of all three (cond any dtype,
+ * nonzero = true); gradients flow to a where cond, to b elsewhere. */
+tt_tensor *tt_where(tt_ctx *c, tt_tensor *cond, tt_tensor *a, tt_tensor *b);
+/* x with v where mask (broadcast to x's shape) is nonzero; grad where not. */
+tt_tensor *tt_masked_fill(tt_ctx *c, tt_tensor *x, tt_tensor *mask, double v);
+
+/* Named tensors in a safetensors file, each in its own dtype (F32, F64,
+ * BF16, F16, I32); load gives a caller-owned contiguous tensor. */
+tl_status tt_tensors_save(const char *path, int n, const char *const *names, const tt_tensor *const *ts);
+tt_tensor *tt_tensor_load(const char *path, const char *name);
+
 /* ---- linear algebra ----------------------------------------------------- */
 /* a [..., M, K] @ b [..., K, N] with broadcast batch dims. */
 tt_tensor *tt_matmul(tt_ctx *c, tt_tensor *a, tt_tensor *b);
@@ -179,6 +274,70 @@ void tt_gemm_f64(int64_t M, int64_t N, int64_t K,
                  const double *B, int64_t rsb, int64_t csb,
                  double *C, int64_t ldc, bool accumulate);
 
+/* ---- initialisation schemes (torch.nn.init semantics) ---------------------
+ * Fans as torch computes them: a weight [out, in, k...] has fan_in = in * k..,
+ * fan_out = out * k.. (2+ dims only). Gains: linear/sigmoid 1, tanh 5/3, relu
+ * sqrt(2), leaky_relu sqrt(2 / (1 + a^2)). Kaiming: std = gain / sqrt(fan),
+ * uniform bound sqrt(3) * std. Xavier: std = gain * sqrt(2 / (fan_in +
+ * fan_out)), uniform bound sqrt(3) * std. */
+typedef enum tt_nonlin {
+    TT_NL_LINEAR = 0, TT_NL_RELU = 1, TT_NL_LEAKY_RELU = 2, TT_NL_TANH = 3, TT_NL_SIGMOID = 4
+} tt_nonlin;
+double tt_init_gain(tt_nonlin nl, double a); /* a: leaky_relu negative slope */
+/* torch's _calculate_fan_in_and_fan_out; error for fewer than 2 dims. */
+tl_status tt_init_fans(const tt_tensor *t, int64_t *fan_in, int64_t *fan_out);
+tl_status tt_init_kaiming(tt_tensor *t, tt_rng *r, bool uniform, bool fan_out_mode, tt_nonlin nl, double a);
+tl_status tt_init_xavier(tt_tensor *t, tt_rng *r, bool uniform, double gain);
+/* nn.Linear / nn.Conv2d default: weight kaiming_uniform(a = sqrt(5)), i.e.
+ * U(+-1/sqrt(fan_in)); bias (may be NULL) U(+-1/sqrt(fan_in)) too. */
+tl_status tt_init_torch_default(tt_tensor *w, tt_tensor *bias, tt_rng *r);
+
+/* Which scheme a model applies to its 2+-d weights (norms stay 1, biases 0
+ * unless the scheme is TORCH_DEFAULT). DEFAULT is each model's own: normal
+ * 0.02 (residual projections 0.02/sqrt(2*layers)) for the language models,
+ * TORCH_DEFAULT for the vision models. */
+typedef enum tt_init_kind {
+    TT_INIT_DEFAULT = 0, TT_INIT_NORMAL = 1, TT_INIT_KAIMING_UNIFORM = 2, TT_INIT_KAIMING_NORMAL = 3,
+    TT_INIT_XAVIER_UNIFORM = 4, TT_INIT_XAVIER_NORMAL = 5, TT_INIT_TORCH_DEFAULT = 6
+} tt_init_kind;
+typedef struct tt_init_scheme {
+    tt_init_kind kind;
+    double std;       /* NORMAL */
+    bool fan_out;     /* KAIMING: mode fan_out instead of fan_in */
+    tt_nonlin nonlin; /* KAIMING gain (XAVIER: gain = tt_init_gain(nonlin, a)) */
+    double a;         /* leaky_relu slope */
+} tt_init_scheme;
+/* Apply a scheme (not DEFAULT) to one weight (and its bias, may be NULL). */
+tl_status tt_init_apply(const tt_init_scheme *s, tt_tensor *w, tt_tensor *bias, tt_rng *r);
+
+/* ---- vision ops (NCHW, with backward) --------------------------------------
+ * conv2d: x [N, Cin, H, W], w [Cout, Cin/groups, kH, kW], bias [Cout] or NULL
+ * -> [N, Cout, OH, OW], OH = (H + 2*pad - dil*(kH-1) - 1) / stride + 1 (as
+ * torch.nn.functional.conv2d). im2col per sample and group + the gemm. */
+typedef struct tt_conv2d_opt {
+    int64_t stride[2], padding[2], dilation[2], groups; /* [h, w] */
+} tt_conv2d_opt;
+tt_conv2d_opt tt_conv2d_opt_make(int64_t stride, int64_t padding, int64_t dilation, int64_t groups);
+tt_tensor *tt_conv2d(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias, const tt_conv2d_opt *o);
+/* Pools over [N, C, H, W] (floor mode; padding <= kernel/2 as torch asks).
+ * max: padding never wins, the gradient goes to the (first) argmax. avg:
+ * count_include_pad true divides by the window clipped to the padded input
+ * (torch's default), false by the in-image elements only. adaptive avg:
+ * window [floor(i*H/OH), ceil((i+1)*H/OH)) as torch; OH = OW = 1 is global
+ * average pooling. */
+typedef struct tt_pool_opt { int64_t kernel[2], stride[2], padding[2]; } tt_pool_opt;
+tt_pool_opt tt_pool_opt_make(int64_t kernel, int64_t stride, int64_t padding); /* stride 0: = kernel */
+tt_tensor *tt_max_pool2d(tt_ctx *c, tt_tensor *x, const tt_pool_opt *o);
+tt_tensor *tt_avg_pool2d(tt_ctx *c, tt_tensor *x, const tt_pool_opt *o, bool count_include_pad);
+tt_tensor *tt_adaptive_avg_pool2d(tt_ctx *c, tt_tensor *x, int64_t oh, int64_t ow);
+/* batch_norm over x [N, C, ...] per channel C. training: normalise with the
+ * batch mean and biased variance over N and the spatial dims; if running
+ * stats are given, update them in place: r = (1 - momentum) * r + momentum
+ * * stat with the UNBIASED variance (as torch). eval: use the running stats
+ * (required). w/b (affine, may be NULL) and running_* are [C], x's dtype. */
+tt_tensor *tt_batch_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, tt_tensor *running_mean,
+                         tt_tensor *running_var, bool training, double momentum, double eps);
+
 /* ---- parameters, models ----------------------------------------------------
  * A model owns its parameters; the registry lists them with dotted names
  * (HF-like: "h.0.attn.c_attn.weight", "layers.0.self_attn.q_proj.weight") and
@@ -206,6 +365,7 @@ typedef struct tt_model_config {
     double norm_eps;   /* 1e-5 (gpt2 layernorm) / 1e-5 (llama rmsnorm) */
     double rope_theta; /* llama */
     double dropout;    /* gpt2 residual/attention-output dropout (0: off) */
+    tt_init_scheme init; /* 2-d weights; zeroed (TT_INIT_DEFAULT): the model's own normal init */
 } tt_model_config;
 
 /* Defaults for the arch and sizes (kv_heads = heads, ffn = 4*dim for gpt2 and
@@ -238,7 +398,8 @@ typedef struct tt_model {
 } tt_model;
 
 /* Allocate parameters and initialise them (normal std 0.02, residual
- * projections 0.02/sqrt(2*layers), norms 1, biases 0) from seed. */
+ * projections 0.02/sqrt(2*layers), norms 1, biases 0) from seed; with
+ * cfg->init set, every 2-d weight (embeddings too) gets that scheme. */
 tl_status tt_model_init(tt_model *m, const tt_model_config *cfg, uint64_t seed);
 void tt_model_free(tt_model *m);
 /* ids [B*T] -> logits [B, T, vocab] (T <= ctx). */

@@ -5,6 +5,10 @@
 #ifndef TL_TRAIN_TT_INTERNAL_H
 #define TL_TRAIN_TT_INTERNAL_H
 
+#include <math.h>
+#include <string.h>
+
+#include "base/fp16.h"
 #include "train/train.h"
 
 #define TT_NODE_MAX_IN 4
@@ -50,10 +54,71 @@ void tt__grad_free(tt_ctx *c, tt_tensor *g);
 /* Give a temporary's buffer back to c's pool (or free it). */
 void tt__pool_put(tt_ctx *c, void *data, size_t nbytes);
 
-static inline size_t tt__esize(tt_dtype dt) { return dt == TT_F64 ? 8 : 4; }
+static inline size_t tt__esize(tt_dtype dt) {
+    return dt == TT_F64 ? 8 : (dt == TT_BF16 || dt == TT_F16) ? 2 : 4;
+}
+/* F32/F64: the dtypes ops compute in; the others are storage only. */
+static inline bool tt__is_compute(tt_dtype dt) { return dt == TT_F32 || dt == TT_F64; }
+static inline bool tt__is_float(tt_dtype dt) { return dt != TT_I32; }
 
-/* A contiguous temporary (zeroed) owned by c. */
+/* double -> float rounded to odd (truncate, then set the last bit if
+ * inexact): rounding that float to bf16/f16 (fewer than 23 - 2 mantissa
+ * bits) then gives the correctly rounded (nearest-even) result of the double,
+ * with no double-rounding error. */
+static inline float tt__f32_round_odd(double v) {
+    float f = (float)v;
+    if ((double)f == v || v != v || isinf(f)) return f;
+    if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f);
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    b |= 1;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* Element at storage offset o (elements, not counting t->offset's base). */
+static inline double tt__ld(const tt_tensor *t, int64_t o) {
+    const void *p = t->st->data;
+    switch (t->dtype) {
+    case TT_F32: return ((const float *)p)[o];
+    case TT_F64: return ((const double *)p)[o];
+    case TT_BF16: return tl_bf16_to_fp32(((const uint16_t *)p)[o]);
+    case TT_F16: return tl_fp16_to_fp32(((const uint16_t *)p)[o]);
+    default: return ((const int32_t *)p)[o];
+    }
+}
+
+/* Store v at storage offset o, rounding to nearest-even (I32: truncation
+ * toward zero, saturating; NaN -> 0). */
+static inline void tt__st(tt_tensor *t, int64_t o, double v) {
+    void *p = t->st->data;
+    switch (t->dtype) {
+    case TT_F32: ((float *)p)[o] = (float)v; break;
+    case TT_F64: ((double *)p)[o] = v; break;
+    case TT_BF16: ((uint16_t *)p)[o] = tl_fp32_to_bf16(tt__f32_round_odd(v)); break;
+    case TT_F16: ((uint16_t *)p)[o] = tl_fp32_to_fp16(tt__f32_round_odd(v)); break;
+    default:
+        ((int32_t *)p)[o] = v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
+        break;
+    }
+}
+
+/* Storage offset of flat (row-major logical) index i of t. */
+int64_t tt__flat_off(const tt_tensor *t, int64_t i);
+/* NULL-safe: false (with an error naming op) unless x's dtype computes. */
+bool tt__check_compute(const tt_tensor *x, const char *op);
+/* False (with an error naming op) if an op would record a gradient through
+ * a storage-dtype tensor (only tt_to carries gradients for those). */
+bool tt__grad_dtype_ok(tt_ctx *c, const tt_tensor *x, const char *op);
+/* Shape text "[2, 3, 4]" into buf (for error messages). */
+const char *tt__shape_str(const tt_tensor *x, char *buf, size_t n);
+
+/* A contiguous temporary owned by c (contents unspecified: ops write all of
+ * it). Compute dtypes only: every op makes its output here before touching
+ * data, so a storage-dtype input fails cleanly instead of being read as
+ * float. tt__temp_any allows every dtype (creation, copies, tt_to). */
 tt_tensor *tt__temp(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape);
+tt_tensor *tt__temp_any(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape);
 /* A temporary view sharing x's storage with the given shape/strides/offset. */
 tt_tensor *tt__view(tt_ctx *c, const tt_tensor *x, int ndim, const int64_t *shape,
                     const int64_t *stride, int64_t offset);
