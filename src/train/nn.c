@@ -151,6 +151,12 @@ tl_status tt_model_init(tt_model *m, const tt_model_config *cfg, uint64_t seed) 
             bool is_norm = strstr(p->name, "ln_") || strstr(p->name, "norm") || strstr(p->name, "layernorm");
             bool is_bias = strstr(p->name, ".bias") != NULL;
             tt_fill(p->t, is_norm && !is_bias ? 1.0 : 0.0);
+        } else if (k->init.kind != TT_INIT_DEFAULT) { /* a chosen scheme, same for every weight */
+            tl_status st = tt_init_apply(&k->init, p->t, NULL, &r);
+            if (st != TL_OK) {
+                tt_model_free(m);
+                return st;
+            }
         } else {
             bool is_resid = strstr(p->name, "c_proj.weight") || strstr(p->name, "o_proj") || strstr(p->name, "down_proj");
             tt_init_normal(p->t, &r, 0.0, is_resid ? resid : 0.02);
