@@ -174,6 +174,33 @@ static const char *un_names[] = {"neg", "scale", "exp", "log", "sqrt", "pow", "r
 #define INV_SQRT2 0.7071067811865476
 #define INV_SQRT2PI 0.3989422804014327
 
+/* ReLU as a bit mask (all ones where x > 0, else zero: NaN and -0 give +0,
+ * as the select did) in blocks of 8 so the compiler vectorizes it: the
+ * plain `x > 0 ? x : 0` loop compiled to a data-dependent branch that
+ * mispredicted on half the elements (a quarter of a CNN training step). */
+#define DEF_RELU(T, U, SFX)                                                                 \
+    static inline T relu_sel_##SFX(T x, T v) { /* x > 0 ? v : 0 */                         \
+        U b;                                                                                \
+        memcpy(&b, &v, sizeof b);                                                           \
+        b &= (U)0 - (U)(x > 0);                                                             \
+        memcpy(&v, &b, sizeof b);                                                           \
+        return v;                                                                           \
+    }                                                                                       \
+    static void relu_fwd_##SFX(const T *x, T *y, int64_t n) {                               \
+        int64_t i = 0;                                                                      \
+        for (; i + 8 <= n; i += 8)                                                          \
+            for (int k = 0; k < 8; k++) y[i + k] = relu_sel_##SFX(x[i + k], x[i + k]);      \
+        for (; i < n; i++) y[i] = relu_sel_##SFX(x[i], x[i]);                               \
+    }                                                                                       \
+    static void relu_bwd_##SFX(const T *x, const T *g, T *gx, int64_t n) {                  \
+        int64_t i = 0;                                                                      \
+        for (; i + 8 <= n; i += 8)                                                          \
+            for (int k = 0; k < 8; k++) gx[i + k] = relu_sel_##SFX(x[i + k], g[i + k]);     \
+        for (; i < n; i++) gx[i] = relu_sel_##SFX(x[i], g[i]);                              \
+    }
+DEF_RELU(float, uint32_t, f32)
+DEF_RELU(double, uint64_t, f64)
+
 #define DEF_UNARY(T, SFX, EXP, LOG, SQRT, POW, TANH, ERF)                                   \
     static void un_fwd_##SFX(int op, const T *x, T *y, int64_t n, T p) {                   \
         switch (op) {                                                                       \
@@ -183,7 +210,7 @@ static const char *un_names[] = {"neg", "scale", "exp", "log", "sqrt", "pow", "r
         case U_LOG: for (int64_t i = 0; i < n; i++) y[i] = LOG(x[i]); break;                \
         case U_SQRT: for (int64_t i = 0; i < n; i++) y[i] = SQRT(x[i]); break;              \
         case U_POW: for (int64_t i = 0; i < n; i++) y[i] = POW(x[i], p); break;             \
-        case U_RELU: for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;     \
+        case U_RELU: relu_fwd_##SFX(x, y, n); break;                                        \
         case U_GELU_TANH:                                                                   \
             for (int64_t i = 0; i < n; i++) {                                               \
                 T v = x[i];                                                                 \
@@ -206,7 +233,7 @@ static const char *un_names[] = {"neg", "scale", "exp", "log", "sqrt", "pow", "r
         case U_LOG: for (int64_t i = 0; i < n; i++) gx[i] = g[i] / x[i]; break;             \
         case U_SQRT: for (int64_t i = 0; i < n; i++) gx[i] = g[i] * (T)0.5 / y[i]; break;   \
         case U_POW: for (int64_t i = 0; i < n; i++) gx[i] = g[i] * p * POW(x[i], p - 1); break; \
-        case U_RELU: for (int64_t i = 0; i < n; i++) gx[i] = x[i] > 0 ? g[i] : 0; break;    \
+        case U_RELU: relu_bwd_##SFX(x, g, gx, n); break;                                    \
         case U_GELU_TANH:                                                                   \
             for (int64_t i = 0; i < n; i++) {                                               \
                 T v = x[i], t = TANH((T)GELU_K * (v + (T)GELU_C * v * v * v));              \
