@@ -43,7 +43,7 @@ int main(void) {
         if (t->ndim == 2) tt_init_normal(t, &r, 0.0, 0.3);
         else tt_init_normal(t, &r, 1.0, 0.2); /* norm gains away from 1 */
     }
-    CHECK(tt_export_gguf(&m, path) == TL_OK, "export: %s", tl_last_error());
+    CHECK(tt_export_gguf(&m, path, NULL) == TL_OK, "export: %s", tl_last_error());
 
     const char *text = "It is a truth universally acknowledged, that a single man in pos";
     int32_t n = (int32_t)strlen(text);

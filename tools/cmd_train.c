@@ -1,6 +1,8 @@
 /* tools/cmd_train: `tallow train --arch gpt2|llama --text FILE [options]`.
  *
- * Trains a byte-level GPT-2-style or Llama-style LM on a text file with
+ * Trains a GPT-2-style or Llama-style LM on a text file, byte level or
+ * tokenized with --tokenizer (a GGUF's vocabulary or a tokenizer.json; the
+ * checkpoint records which, for `tallow export`), with
  * AdamW, warmup + cosine LR, grad clipping; prints a live progress line
  * (step, loss, lr, tokens/s, ETA), evaluates validation loss and prints a
  * short sample every --eval-every steps, and writes into --out DIR:
@@ -23,12 +25,15 @@
 #include "base/timer.h"
 #include "commands.h"
 #include "io/png.h"
+#include "text/tokenizer.h"
 #include "train/train.h"
 
 static void train_usage(FILE *f) {
     fprintf(f,
             "usage: tallow train --text FILE [options]\n"
             "  --arch gpt2|llama   model family (default llama)\n"
+            "  --tokenizer FILE    tokenize with a GGUF model's vocabulary or an HF tokenizer.json\n"
+            "                      (vocab = its size; default: bytes, vocab 256)\n"
             "  --layers N --dim N --heads N --kv-heads N   model shape (default 4, 128, 4, heads)\n"
             "  --ctx N             context / training sequence length (default 128)\n"
             "  --batch N           sequences per step (default 8)\n"
@@ -38,7 +43,7 @@ static void train_usage(FILE *f) {
             "  --val-frac X        tail fraction held out for validation (0.1)\n"
             "  --eval-every N --eval-batches N   validation cadence (100) and size (8)\n"
             "  --ckpt-every N      also checkpoint every N steps (0: only at the end)\n"
-            "  --sample-len N      bytes of sample text printed at each eval (64; 0 off)\n"
+            "  --sample-len N      tokens of sample text printed at each eval (64; 0 off)\n"
             "  --threads N --seed N --out DIR (default train-out) --resume CKPT\n");
 }
 
@@ -105,38 +110,56 @@ static tl_status write_plot(const char *path, const pt *tr, int ntr, const pt *v
 }
 
 /* ---- sampling ------------------------------------------------------------- */
+static void put_token(const tt_dataset *d, int32_t tok) {
+    if (d->tok) { /* the tokenizer's text of the token */
+        char *txt;
+        size_t len;
+        if (tok_decode(d->tok, &tok, 1, false, &txt, &len) != TL_OK) return;
+        for (size_t i = 0; i < len; i++) fputc(txt[i] == '\n' ? ' ' : txt[i], stderr);
+        free(txt);
+        return;
+    }
+    fputc(tok >= 32 && tok < 127 ? tok : (tok == '\n' ? ' ' : '?'), stderr);
+}
+
 static void print_sample(tt_ctx *c, tt_model *m, const tt_dataset *d, int n, tt_rng *r) {
-    int64_t ctx = m->cfg.ctx;
+    int64_t ctx = m->cfg.ctx, V = m->cfg.vocab;
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)(ctx + n));
-    if (!buf) return;
+    double *p = malloc(sizeof(double) * (size_t)V);
+    if (!buf || !p) {
+        free(buf);
+        free(p);
+        return;
+    }
     int64_t len = 8 < ctx ? 8 : ctx;
     for (int64_t i = 0; i < len; i++) buf[i] = d->tokens[d->n_train + i]; /* prompt: start of validation text */
     bool prev = tt_set_grad_enabled(c, false);
     bool tr = m->training;
     m->training = false;
     fprintf(stderr, "  sample: \"");
-    for (int64_t i = 0; i < len; i++) fputc(buf[i] >= 32 && buf[i] < 127 ? buf[i] : ' ', stderr);
+    for (int64_t i = 0; i < len; i++) put_token(d, buf[i]);
     fprintf(stderr, "|");
     for (int k = 0; k < n; k++) {
         int64_t T = len < ctx ? len : ctx;
         tt_tensor *lg = tt_model_forward(c, m, buf + len - T, 1, T);
         if (!lg) break;
-        const float *row = (const float *)tt_data(lg) + (T - 1) * m->cfg.vocab;
-        double mx = -1e30, sum = 0, p[256];
-        for (int v = 0; v < 256 && v < m->cfg.vocab; v++) mx = fmax(mx, row[v]);
-        for (int v = 0; v < 256 && v < m->cfg.vocab; v++) sum += p[v] = exp((row[v] - mx) / 0.8);
+        const float *row = (const float *)tt_data(lg) + (T - 1) * V;
+        double mx = -1e30, sum = 0;
+        for (int64_t v = 0; v < V; v++) mx = fmax(mx, row[v]);
+        for (int64_t v = 0; v < V; v++) sum += p[v] = exp((row[v] - mx) / 0.8);
         double u = tt_rng_uniform(r) * sum;
-        int tok = 0;
-        for (; tok < 255 && (u -= p[tok]) > 0; tok++) {
+        int32_t tok = 0;
+        for (; tok < V - 1 && (u -= p[tok]) > 0; tok++) {
         }
         buf[len++] = tok;
-        fputc(tok >= 32 && tok < 127 ? tok : (tok == '\n' ? ' ' : '?'), stderr);
+        put_token(d, tok);
         tt_ctx_reset(c);
     }
     fprintf(stderr, "\"\n");
     m->training = tr;
     tt_set_grad_enabled(c, prev);
     free(buf);
+    free(p);
 }
 
 static void fmt_eta(double s, char *out, size_t n) {
@@ -147,7 +170,7 @@ static void fmt_eta(double s, char *out, size_t n) {
 }
 
 int cmd_train(int argc, char **argv) {
-    const char *text = NULL, *out = "train-out", *resume = NULL, *arch = "llama";
+    const char *text = NULL, *out = "train-out", *resume = NULL, *arch = "llama", *tokenizer = NULL;
     int32_t layers = 4, dim = 128, heads = 4, kv_heads = 0, ctxlen = 128, batch = 8, steps = 500, warmup = -1;
     int32_t eval_every = 100, eval_batches = 8, ckpt_every = 0, threads = 0, sample_len = 64;
     float lr = 1e-3f, min_lr = -1, wd = 0.1f, clip = 1.0f, dropout = 0, val_frac = 0.1f;
@@ -162,6 +185,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--out")) ok = args_str(argc, argv, &i, &out);
         else if (!strcmp(a, "--resume")) ok = args_str(argc, argv, &i, &resume);
         else if (!strcmp(a, "--arch")) ok = args_str(argc, argv, &i, &arch);
+        else if (!strcmp(a, "--tokenizer")) ok = args_str(argc, argv, &i, &tokenizer);
         else if (!strcmp(a, "--layers")) ok = args_int(argc, argv, &i, 0, 256, &layers);
         else if (!strcmp(a, "--dim")) ok = args_int(argc, argv, &i, 8, 16384, &dim);
         else if (!strcmp(a, "--heads")) ok = args_int(argc, argv, &i, 1, 256, &heads);
@@ -214,12 +238,23 @@ int cmd_train(int argc, char **argv) {
     FILE *csv = NULL;
     pt *ptr = NULL, *pva = NULL;
     int ntr = 0, nva = 0;
-    char path[4096];
-    tt_model_config cfg = tt_model_config_default(ar, 256, ctxlen, dim, layers, heads);
+    char path[4096], rec[4096] = "";
+    int64_t rec_vocab = 256;
+    /* a resumed run tokenizes with the tokenizer its checkpoint records unless told otherwise */
+    if (resume && tt_checkpoint_read_tokenizer(resume, rec, sizeof rec, &rec_vocab) != TL_OK) goto fail;
+    if (!tokenizer && rec[0]) tokenizer = rec;
+    if (tokenizer ? tt_dataset_load_tokenized(&d, text, tokenizer, val_frac) != TL_OK
+                  : tt_dataset_load_bytes(&d, text, val_frac) != TL_OK)
+        goto fail;
+    tt_model_config cfg = tt_model_config_default(ar, d.vocab, ctxlen, dim, layers, heads);
     if (kv_heads) cfg.kv_heads = kv_heads;
     cfg.dropout = dropout;
     if (resume && tt_checkpoint_read_config(resume, &cfg) != TL_OK) goto fail;
-    if (tt_dataset_load_bytes(&d, text, val_frac) != TL_OK) goto fail;
+    if (cfg.vocab != d.vocab) {
+        tl_err(TL_ERR_INVALID, "checkpoint vocab %lld != dataset vocab %lld (%s)", (long long)cfg.vocab,
+               (long long)d.vocab, tokenizer ? tokenizer : "bytes");
+        goto fail;
+    }
     if (tt_ctx_init(threads, &c) != TL_OK) goto fail;
     if (tt_model_init(&m, &cfg, seed) != TL_OK) goto fail;
     tt_optim_config oc = tt_optim_default(TT_OPT_ADAMW, lr);
@@ -233,11 +268,12 @@ int cmd_train(int argc, char **argv) {
         if (tt_checkpoint_load(resume, &m, &o, &tr.step, &tr.rng) != TL_OK) goto fail;
         fprintf(stderr, "resumed from %s at step %lld\n", resume, (long long)tr.step);
     }
-    fprintf(stderr, "%s: %lld params (%d layers, dim %lld, %lld heads / %lld kv, ffn %lld, ctx %lld), %lld train / %lld val "
-                    "bytes, batch %d, %d threads\n",
-            arch, (long long)tt_params_count(&m.params), layers, (long long)cfg.dim, (long long)cfg.heads,
-            (long long)cfg.kv_heads, (long long)cfg.ffn, (long long)cfg.ctx, (long long)d.n_train,
-            (long long)(d.n - d.n_train), batch, threads);
+    fprintf(stderr, "%s: %lld params (%lld layers, dim %lld, %lld heads / %lld kv, ffn %lld, ctx %lld, vocab %lld), "
+                    "%lld train / %lld val tokens (%s), batch %d, %d threads\n",
+            cfg.arch == TT_ARCH_GPT2 ? "gpt2" : "llama", (long long)tt_params_count(&m.params), (long long)cfg.layers,
+            (long long)cfg.dim, (long long)cfg.heads, (long long)cfg.kv_heads, (long long)cfg.ffn, (long long)cfg.ctx,
+            (long long)cfg.vocab, (long long)d.n_train, (long long)(d.n - d.n_train),
+            d.tok_path ? d.tok_path : "bytes", batch, threads);
     snprintf(path, sizeof path, "%s/log.csv", out);
     csv = fopen(path, resume ? "a" : "w");
     if (!csv) {
@@ -288,13 +324,13 @@ int cmd_train(int argc, char **argv) {
         }
         if (ckpt_every > 0 && tr.step % ckpt_every == 0) {
             snprintf(path, sizeof path, "%s/ckpt.safetensors", out);
-            if (tt_checkpoint_save(path, &m, &o, tr.step, &tr.rng) != TL_OK) goto fail;
+            if (tt_checkpoint_save_tokenizer(path, &m, &o, tr.step, &tr.rng, d.tok_path, d.vocab) != TL_OK) goto fail;
         }
         fflush(csv);
     }
     if (tty) fprintf(stderr, "\n");
     snprintf(path, sizeof path, "%s/ckpt.safetensors", out);
-    if (tt_checkpoint_save(path, &m, &o, tr.step, &tr.rng) != TL_OK) goto fail;
+    if (tt_checkpoint_save_tokenizer(path, &m, &o, tr.step, &tr.rng, d.tok_path, d.vocab) != TL_OK) goto fail;
     fprintf(stderr, "checkpoint: %s\n", path);
     snprintf(path, sizeof path, "%s/loss.png", out);
     if (ntr > 0 && write_plot(path, ptr, ntr, pva, nva, steps) != TL_OK) goto fail;

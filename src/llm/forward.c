@@ -8,7 +8,8 @@
  * gemma3 differs by flags: x = embed(tokens) * sqrt(n_embd); the attention
  * and FFN outputs are rmsnormed (post-norms) before their residual adds;
  * gelu instead of silu; sliding-window layers use their own RoPE base and
- * attend to the last n_swa positions only.
+ * attend to the last n_swa positions only. gpt2 (LayerNorm, learned
+ * positions, no RoPE, GELU MLP) has its own pass in llm/arch_gpt2.c.
  * Owns nothing. Calls: ops. */
 #include <math.h>
 #include <string.h>
@@ -25,6 +26,7 @@ tl_status llm_forward(tl_session *s, const int32_t *tokens, int32_t m, float *lo
     const int64_t pos0 = s->n_past;
     tl_status st;
 
+    if (md->arch == LLM_ARCH_GPT2) return llm_forward_gpt2(s, tokens, m, logits_all); /* llm/arch_gpt2.c */
     if (m < 1 || m > s->n_batch) return tl_err(TL_ERR_INVALID, "forward: %d tokens (1..%d per call)", m, s->n_batch);
     if (pos0 + m > s->n_ctx)
         return tl_err(TL_ERR_INVALID, "forward: context full (%lld + %d tokens > n_ctx %d)", (long long)pos0, m,

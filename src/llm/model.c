@@ -1,4 +1,4 @@
-/* llm/model: load a llama-family or gemma3 GGUF: architecture and hyper-parameters from
+/* llm/model: load a llama-family, gemma3 or gpt2 (llm/arch_gpt2.c) GGUF: architecture and hyper-parameters from
  * metadata, weight tensors as views into the mapping (checked for presence,
  * shape and a CPU kernel before anything runs), and the tokenizer.
  * Anything unsupported is refused here with a message naming it. */
@@ -16,6 +16,7 @@ static const arch_name llm_arch_names[] = {
     {"qwen2", LLM_ARCH_QWEN2},
     {"qwen3", LLM_ARCH_QWEN3},
     {"gemma3", LLM_ARCH_GEMMA3},
+    {"gpt2", LLM_ARCH_GPT2},
 };
 
 const char *llm_arch_name(llm_arch a) {
@@ -92,6 +93,11 @@ static tl_status bind(tl_model *m, tl_tensor *t, const char *name, int n_dims, i
     return TL_OK;
 }
 
+tl_status llm_bind_tensor(tl_model *m, tl_tensor *t, const char *name, int n_dims, int64_t ne0, int64_t ne1,
+                          bool required, bool need_dot) {
+    return bind(m, t, name, n_dims, ne0, ne1, required, need_dot);
+}
+
 /* gemma3 on top of the common keys: QK-norm, NeoX RoPE, embeddings scaled
  * by sqrt(n_embd), post-norms, GELU FFN, and sliding-window layers (5 of
  * every 6) with their own RoPE base 10000 and no RoPE scaling. The softmax
@@ -153,10 +159,12 @@ static tl_status load_hparams(tl_model *m, const char *a) {
     hp->qk_norm = m->arch == LLM_ARCH_QWEN3;
     hp->att_scale = 1.0f / sqrtf((float)hp->head_dim);
     if (m->arch == LLM_ARCH_GEMMA3) return load_hparams_gemma3(m, a);
+    if (m->arch == LLM_ARCH_GPT2) return llm_gpt2_load_hparams(m, a);
     return TL_OK;
 }
 
 static tl_status load_tensors(tl_model *m) {
+    if (m->arch == LLM_ARCH_GPT2) return llm_gpt2_load_tensors(m);
     const llm_hparams *hp = &m->hp;
     const int64_t e = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     tl_status s;
@@ -237,7 +245,7 @@ tl_status tl_model_load(const char *path, const tl_model_params *params, tl_mode
             found = true;
         }
     if (!found) {
-        s = tl_err(TL_ERR_UNSUPPORTED, "model: architecture '%.*s' is not supported (supported: llama, qwen2, qwen3, gemma3)",
+        s = tl_err(TL_ERR_UNSUPPORTED, "model: architecture '%.*s' is not supported (supported: llama, qwen2, qwen3, gemma3, gpt2)",
                    (int)(arch.len < 64 ? arch.len : 64), arch.ptr);
         goto fail;
     }
@@ -265,8 +273,9 @@ tl_status tl_model_load(const char *path, const tl_model_params *params, tl_mode
         memcpy(m->chat_template, tmpl.ptr, tmpl.len);
         m->chat_template[tmpl.len] = 0;
     }
-    if (m->params.backend != TL_BACKEND_CPU && m->arch == LLM_ARCH_GEMMA3) {
-        s = tl_err(TL_ERR_UNSUPPORTED, "model: gemma3 runs on the CPU backend only");
+    if (m->params.backend != TL_BACKEND_CPU && (m->arch == LLM_ARCH_GEMMA3 || m->arch == LLM_ARCH_GPT2)) {
+        s = tl_err(TL_ERR_UNSUPPORTED, "model: %s is not supported on CUDA (it runs on the CPU backend only: --device cpu)",
+                   llm_arch_name(m->arch));
         goto fail;
     }
     if (m->params.backend != TL_BACKEND_CPU) {

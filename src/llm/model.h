@@ -3,7 +3,9 @@
  *
  * One struct serves the llama family (llama, qwen2, qwen3) and gemma3: the
  * architecture-specific parts are flags (QKV bias, QK-norm, RoPE layout,
- * gemma3's embedding scale, post-norms, GELU FFN and sliding window).
+ * gemma3's embedding scale, post-norms, GELU FFN and sliding window);
+ * gpt2 adds LayerNorm biases, linear biases and a position table (its
+ * fused QKV is bound as row views into wq/wk/wv, bq/bk/bv).
  * Owns: the gguf mapping, the tokenizer, the layer array.
  * Calls: io/gguf, text/tokenizer, tensor. */
 #ifndef TL_LLM_MODEL_H
@@ -18,7 +20,8 @@ typedef enum llm_arch {
     LLM_ARCH_LLAMA = 0,
     LLM_ARCH_QWEN2 = 1,
     LLM_ARCH_QWEN3 = 2,
-    LLM_ARCH_GEMMA3 = 3 /* gemma3: see the gemma fields below */
+    LLM_ARCH_GEMMA3 = 3, /* gemma3: see the gemma fields below */
+    LLM_ARCH_GPT2 = 4    /* gpt2: LayerNorm with bias, learned positions, GELU MLP (llm/arch_gpt2.c) */
 } llm_arch;
 
 typedef enum llm_rope_type {
@@ -72,6 +75,12 @@ typedef struct llm_layer {
     tl_tensor w_down;     /* [n_ff, n_embd] */
     tl_tensor attn_post_norm; /* gemma3 [n_embd] f32, else data == NULL */
     tl_tensor ffn_post_norm;  /* gemma3 [n_embd] f32, else data == NULL */
+    /* gpt2 (else data == NULL): wq/wk/wv and bq/bk/bv are row views of the
+     * fused attn_qkv weight and bias; the LayerNorm biases and the linear biases: */
+    tl_tensor attn_norm_b, ffn_norm_b; /* [n_embd] f32 */
+    tl_tensor bo;                      /* [n_embd] f32 */
+    tl_tensor b_up;                    /* [n_ff] f32 */
+    tl_tensor b_down;                  /* [n_embd] f32 */
 } llm_layer;
 
 struct tl_model {
@@ -83,6 +92,8 @@ struct tl_model {
     tl_tensor output_norm; /* [n_embd] f32 */
     tl_tensor output;      /* [n_embd, n_vocab]; same data as tok_embd when tied */
     tl_tensor rope_freqs;  /* [n_rot/2] f32 frequency divisors (Llama-3), or data == NULL */
+    tl_tensor pos_embd;    /* gpt2 [n_embd, n_ctx_train] learned positions, else data == NULL */
+    tl_tensor output_norm_b; /* gpt2 [n_embd] f32 LayerNorm bias, else data == NULL */
     llm_layer *layers;     /* [n_layer] */
     tl_model_params params;
     char name[128];
@@ -94,6 +105,18 @@ struct tl_model {
 };
 
 const char *llm_arch_name(llm_arch a);
+
+/* Bind GGUF tensor `name` into t, checking dims (0: any), a CPU kernel
+ * (need_dot: a matmul weight; else f32). Absent and not required: data NULL. */
+tl_status llm_bind_tensor(tl_model *m, tl_tensor *t, const char *name, int n_dims, int64_t ne0, int64_t ne1,
+                          bool required, bool need_dot);
+
+/* gpt2 (llm/arch_gpt2.c): hyper-parameters after the common keys (LayerNorm
+ * epsilon), tensors (fused QKV split into row views), and the forward pass. */
+tl_status llm_gpt2_load_hparams(tl_model *m, const char *arch);
+tl_status llm_gpt2_load_tensors(tl_model *m);
+/* Same contract as llm_forward (llm/session.h). */
+tl_status llm_forward_gpt2(tl_session *s, const int32_t *tokens, int32_t m, float *logits_all);
 
 /* Device backends (llm/backend.c): attach uploads the weights for
  * params.backend and sets backend_ctx; detach frees them. Attach fails with

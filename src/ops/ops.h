@@ -43,6 +43,9 @@ tl_status ops_get_rows(const tl_tensor *table, const int32_t *ids, int64_t m, fl
 
 /* y[j][:] = x[j][:] / rms(x[j]) * w (w may be NULL: no scale); x,y [m][n]. */
 void ops_rmsnorm(const float *x, const float *w, int64_t n, int64_t m, float eps, float *y);
+/* y[j][:] = (x[j] - mean(x[j])) / sqrt(var(x[j]) + eps) * w + b (LayerNorm,
+ * biased variance); w, b [n] may be NULL (no scale / no shift); y may be x. */
+void ops_layernorm(const float *x, const float *w, const float *b, int64_t n, int64_t m, float eps, float *y);
 /* x[j][:] += b for bias b [n]. */
 void ops_add_bias(float *x, const float *b, int64_t n, int64_t m);
 /* x[i] += y[i] for i < n. */
@@ -51,6 +54,8 @@ void ops_add(float *x, const float *y, int64_t n);
 void ops_silu_mul(float *g, const float *u, int64_t n);
 /* g[i] = gelu(g[i]) * u[i], gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 void ops_gelu_mul(float *g, const float *u, int64_t n);
+/* x[i] = gelu(x[i]) (the tanh approximation above, as GPT-2). */
+void ops_gelu(float *x, int64_t n);
 /* x[i] *= s for i < n. */
 void ops_scale(float *x, float s, int64_t n);
 

@@ -56,8 +56,9 @@ static tl_status meta_u(st_writer *w, const char *k, uint64_t v) {
     return st_writer_meta(w, k, b);
 }
 
-tl_status tt_checkpoint_save(const char *path, const tt_model *m, const tt_optim *o, int64_t step,
-                             const tt_rng *rng) {
+/* tokenizer NULL: a byte-level run (no tokenizer record). */
+static tl_status save(const char *path, const tt_model *m, const tt_optim *o, int64_t step, const tt_rng *rng,
+                      const char *tokenizer, int64_t tok_vocab) {
     st_writer *w;
     tl_status s = st_writer_init(&w);
     if (s != TL_OK) return s;
@@ -82,6 +83,8 @@ tl_status tt_checkpoint_save(const char *path, const tt_model *m, const tt_optim
         s = meta_u(w, name, rng->s[i]);
     }
     if (!s && o) s = meta_i(w, "optim_step", o->step);
+    if (!s && tokenizer) s = st_writer_meta(w, "tokenizer", tokenizer);
+    if (!s && tokenizer) s = meta_i(w, "tokenizer_vocab", tok_vocab);
     for (int i = 0; !s && i < m->params.n; i++) {
         const tt_param *p = &m->params.p[i];
         snprintf(name, sizeof name, "model.%s", p->name);
@@ -97,6 +100,32 @@ tl_status tt_checkpoint_save(const char *path, const tt_model *m, const tt_optim
     }
     if (!s) s = st_writer_write(w, path);
     st_writer_free(w);
+    return s;
+}
+
+tl_status tt_checkpoint_save(const char *path, const tt_model *m, const tt_optim *o, int64_t step,
+                             const tt_rng *rng) {
+    return save(path, m, o, step, rng, NULL, 0);
+}
+
+tl_status tt_checkpoint_save_tokenizer(const char *path, const tt_model *m, const tt_optim *o, int64_t step,
+                                       const tt_rng *rng, const char *tokenizer, int64_t tok_vocab) {
+    return save(path, m, o, step, rng, tokenizer, tok_vocab);
+}
+
+tl_status tt_checkpoint_read_tokenizer(const char *path, char *tokenizer, size_t cap, int64_t *tok_vocab) {
+    st_file *f;
+    tl_status s = st_open(path, &f);
+    if (s) return s;
+    const char *t = st_meta(f, "tokenizer"), *v = st_meta(f, "tokenizer_vocab");
+    if (cap) tokenizer[0] = 0;
+    *tok_vocab = 256;
+    if (t && v) {
+        if (strlen(t) >= cap) s = tl_err(TL_ERR_INVALID, "checkpoint '%s': tokenizer path is too long", path);
+        else snprintf(tokenizer, cap, "%s", t);
+        *tok_vocab = strtoll(v, NULL, 10);
+    }
+    st_close(f);
     return s;
 }
 

@@ -450,12 +450,26 @@ double tt_schedule_lr(const tt_schedule *s, int64_t step);
 
 /* ---- data ------------------------------------------------------------------ */
 typedef struct tt_dataset {
-    uint8_t *tokens; /* byte-level tokens (vocab 256) */
-    int64_t n, n_train; /* [0, n_train) train, [n_train, n) validation */
+    int32_t *tokens;       /* token ids: bytes (vocab 256) or a tokenizer's ids */
+    int64_t n, n_train;    /* [0, n_train) train, [n_train, n) validation */
+    int64_t vocab;         /* 256 (bytes) or the tokenizer's size */
+    struct tok_vocab *tok; /* the tokenizer (owned; text/tokenizer.h), NULL for bytes */
+    char *tok_path;        /* its file (owned), NULL for bytes */
 } tt_dataset;
 /* Read a text file; val_frac of the end is the validation split. */
 tl_status tt_dataset_load_bytes(tt_dataset *d, const char *path, double val_frac);
+/* The same, tokenized with tallow's tokenizer from `tokenizer`: a GGUF
+ * model's vocabulary (tokenizer.ggml.*) or an HF tokenizer.json (or a
+ * directory holding one); no BOS/EOS added, special-token text not parsed. */
+tl_status tt_dataset_load_tokenized(tt_dataset *d, const char *path, const char *tokenizer, double val_frac);
 void tt_dataset_free(tt_dataset *d);
+/* The tokenizer record of a checkpoint (metadata "tokenizer" = path,
+ * "tokenizer_vocab" = size), written after tt_checkpoint_save by
+ * tt_checkpoint_save_tokenizer; byte-level checkpoints have none: read
+ * gives path[0] = 0 and vocab 256. */
+tl_status tt_checkpoint_save_tokenizer(const char *path, const tt_model *m, const tt_optim *o, int64_t step,
+                                       const tt_rng *rng, const char *tokenizer, int64_t tok_vocab);
+tl_status tt_checkpoint_read_tokenizer(const char *path, char *tokenizer, size_t cap, int64_t *tok_vocab);
 /* Random batch of B windows of T+1 tokens: ids/targets [B*T]. */
 tl_status tt_dataset_batch(const tt_dataset *d, bool val, tt_rng *r, int64_t B, int64_t T, int32_t *ids,
                            int32_t *targets);
@@ -497,11 +511,19 @@ tl_status tt_trainer_step(tt_trainer *t, double *loss, double *grad_norm);
 tl_status tt_trainer_eval(tt_trainer *t, int64_t n_batches, double *loss);
 
 /* ---- export -------------------------------------------------------------------
- * Write a Llama-style model as a llama-architecture GGUF (f32 weights) that
- * the engine runs: dims in GGUF order (ne[0] = input features), no Q/K
- * permutation (the model already uses interleaved RoPE), RMSNorm eps and
- * rope base in metadata, and a byte-level "gpt2" tokenizer of 256 tokens
- * (GPT-2's byte-to-unicode mapping of each byte, no merges, pre "gpt2"). */
-tl_status tt_export_gguf(const tt_model *m, const char *path);
+ * Write a model as a GGUF the engine runs: Llama-style -> "llama" (no Q/K
+ * permutation: the model already uses interleaved RoPE; RMSNorm eps and rope
+ * base in metadata), GPT-2-style -> "gpt2" in llama.cpp's layout (fused
+ * attn_qkv, LayerNorm biases, position_embd, output tied to token_embd).
+ * Dims in GGUF order (ne[0] = input features). 2-d weights in opts->type
+ * ("f32" default, "f16", "bf16"); norms and biases stay f32. Tokenizer:
+ * opts->tokenizer NULL -> byte-level "gpt2" vocabulary of 256 tokens
+ * (GPT-2's byte-to-unicode text of each byte, no merges); else a GGUF whose
+ * tokenizer.ggml.* keys are copied (its size must equal the model's vocab). */
+typedef struct tt_export_opts {
+    const char *type;      /* NULL or "f32", "f16", "bf16" */
+    const char *tokenizer; /* NULL (bytes) or a .gguf path */
+} tt_export_opts;
+tl_status tt_export_gguf(const tt_model *m, const char *path, const tt_export_opts *opts);
 
 #endif

@@ -1,4 +1,4 @@
-/* backend/cpu/elementwise: norms, activations, residual adds and RoPE.
+/* backend/cpu/elementwise: norms (RMSNorm, LayerNorm), activations, residual adds and RoPE.
  * These are a few percent of a forward pass; they stay scalar C that the
  * compiler vectorises, single-threaded, in float with double-free loops. */
 #include <math.h>
@@ -22,6 +22,25 @@ void ops_rmsnorm(const float *x, const float *w, int64_t n, int64_t m, float eps
     }
 }
 
+void ops_layernorm(const float *x, const float *w, const float *b, int64_t n, int64_t m, float eps, float *y) {
+    for (int64_t j = 0; j < m; j++) {
+        const float *xj = x + j * n;
+        float *yj = y + j * n;
+        /* two passes in double: mean, then the centred sum of squares (no cancellation) */
+        double sum = 0.0, ss = 0.0;
+        for (int64_t i = 0; i < n; i++) sum += xj[i];
+        const double mean = sum / (double)n;
+        for (int64_t i = 0; i < n; i++) ss += ((double)xj[i] - mean) * ((double)xj[i] - mean);
+        const float mu = (float)mean, rstd = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+        for (int64_t i = 0; i < n; i++) {
+            float v = (xj[i] - mu) * rstd;
+            if (w) v *= w[i];
+            if (b) v += b[i];
+            yj[i] = v;
+        }
+    }
+}
+
 void ops_add_bias(float *x, const float *b, int64_t n, int64_t m) {
     for (int64_t j = 0; j < m; j++)
         for (int64_t i = 0; i < n; i++) x[j * n + i] += b[i];
@@ -40,6 +59,14 @@ void ops_gelu_mul(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float x = g[i];
         g[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+void ops_gelu(float *x, int64_t n) {
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
     }
 }
 
