@@ -17,7 +17,7 @@
 #include "io/png.h"
 #include "io/safetensors.h"
 #include "test_util.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 static char g_text[64];
 static char g_ckpt[64];

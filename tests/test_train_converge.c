@@ -15,7 +15,7 @@
 
 #include "base/timer.h"
 #include "test_util.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 static const char *REF = "tests/fixtures/train_llama_ref.json";
 static const char *TEXT = "../shared/corpora/austen.txt";

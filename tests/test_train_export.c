@@ -24,7 +24,7 @@
 
 #include "tallow.h"
 #include "test_util.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 int main(void) {
     char path[64];

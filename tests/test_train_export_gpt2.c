@@ -26,7 +26,7 @@
 #include "base/fp16.h"
 #include "tallow.h"
 #include "test_util.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 #define V 256
 

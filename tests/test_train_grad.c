@@ -13,7 +13,8 @@
 #include <string.h>
 
 #include "test_util.h"
-#include "train/train.h"
+#include "base/threadpool.h"
+#include "tallow_train.h"
 
 #define MAXIN 4
 

@@ -17,7 +17,7 @@
 
 #include "base/fp16.h"
 #include "test_util.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 #define MAXIN 4
 static const char *FIX = "tests/fixtures/train_ops_ref.safetensors";

@@ -20,7 +20,7 @@
 
 #include "io/safetensors.h"
 #include "test_util.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 #define NP 3
 static const int64_t SH[NP][2] = {{37, 0}, {5, 7}, {13, 0}};

@@ -21,7 +21,7 @@
 
 #include "io/safetensors.h"
 #include "test_util.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 static const char *FIX = "tests/fixtures/train_gpt2_ref.safetensors";
 

@@ -33,8 +33,7 @@
 
 #include "io/safetensors.h"
 #include "test_util.h"
-#include "train/nn_vision.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 #define MAXIN 4
 

@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "args.h"
+#include "base/status.h"
 #include "commands.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 static void export_usage(FILE *f) {
     fprintf(f, "usage: tallow export CKPT.safetensors OUT.gguf [--type f32|f16|bf16] [--tokenizer FILE.gguf]\n"

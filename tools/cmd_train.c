@@ -26,7 +26,7 @@
 #include "commands.h"
 #include "io/png.h"
 #include "text/tokenizer.h"
-#include "train/train.h"
+#include "tallow_train.h"
 
 static void train_usage(FILE *f) {
     fprintf(f,

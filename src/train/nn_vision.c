@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "io/safetensors.h"
-#include "train/nn_vision.h"
+#include "tallow_train.h"
 #include "train/tt_internal.h"
 
 tt_tensor *tt_registry_add(tt_params *ps, const char *name, int ndim, const int64_t *shape, bool requires_grad,

@@ -1,7 +1,7 @@
 /* train/tt_internal: what the framework's own files share and users do not:
  * the tape node, the context's internals, and helpers ops use to make
  * outputs, record nodes and accumulate gradients.
- * Owns: nothing. Calls: train.h. */
+ * Owns: nothing. Calls: tallow_train.h (the public API), base. */
 #ifndef TL_TRAIN_TT_INTERNAL_H
 #define TL_TRAIN_TT_INTERNAL_H
 
@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "base/fp16.h"
-#include "train/train.h"
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "tallow_train.h"
 
 #define TT_NODE_MAX_IN 4
 #define TT_NODE_MAX_SAVED 4
