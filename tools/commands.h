@@ -19,5 +19,6 @@ int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 #endif

@@ -23,6 +23,7 @@ static const tool_cmd tool_cmds[] = {
     {"export", cmd_export, "write a trained checkpoint as a GGUF model"},
     {"perplexity", cmd_perplexity, "perplexity of a model on a text file (llama.cpp method)"},
     {"quantize", cmd_quantize, "rewrite a GGUF model in another tensor type (q8_0, q4_k_m, ...)"},
+    {"convert", cmd_convert, "convert a Hugging Face checkpoint (safetensors) to GGUF"},
 };
 
 static void tool_usage(FILE *f) {

@@ -8,6 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 typedef struct st_kv {
     char *key, *val;
@@ -15,6 +19,8 @@ typedef struct st_kv {
 
 struct st_file {
     uint8_t *owned; /* file bytes when opened from a path */
+    void *map;      /* [map_size] mapping when opened with st_open_mmap */
+    size_t map_size;
     const uint8_t *buf;
     size_t size;
     st_tensor *t;
@@ -276,6 +282,7 @@ void st_close(st_file *f) {
     free(f->t);
     free(f->meta);
     free(f->owned);
+    if (f->map) munmap(f->map, f->map_size);
     free(f);
 }
 
@@ -353,9 +360,13 @@ tl_status st_open_memory(const void *buf, size_t size, st_file **out) {
     for (int i = 0; i < f->n; i++) {
         size_t o = (size_t)(uintptr_t)ord[i]->data;
         if (o < end || o > data_size || ord[i]->nbytes > data_size - o) {
-            s = tl_err(TL_ERR_FORMAT, "safetensors: tensor '%s' data [%zu, +%zu) overlaps another or runs past the "
-                                      "data section (%zu bytes)",
-                       ord[i]->name, o, ord[i]->nbytes, data_size);
+            if (o < end)
+                s = tl_err(TL_ERR_FORMAT, "safetensors: tensor '%s' data [%zu, +%zu) overlaps another tensor's",
+                           ord[i]->name, o, ord[i]->nbytes);
+            else
+                s = tl_err(TL_ERR_FORMAT, "safetensors: tensor '%s' data [%zu, +%zu) runs past the end of the data "
+                                          "section (%zu bytes): truncated file?",
+                           ord[i]->name, o, ord[i]->nbytes, data_size);
             free(ord);
             goto fail;
         }
@@ -398,6 +409,33 @@ tl_status st_open(const char *path, st_file **out) {
         return tl_err_prefix(s, "%s: ", path);
     }
     (*out)->owned = buf;
+    return TL_OK;
+}
+
+tl_status st_open_mmap(const char *path, st_file **out) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return tl_err(TL_ERR_IO, "safetensors: cannot open '%s'", path);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return tl_err(TL_ERR_IO, "safetensors: '%s' is not a regular file", path);
+    }
+    size_t size = (size_t)sb.st_size;
+    if (size < 8) {
+        close(fd);
+        return tl_err(TL_ERR_FORMAT, "safetensors: %s: file of %zu bytes is too small", path, size);
+    }
+    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd); /* the mapping keeps the file referenced */
+    if (m == MAP_FAILED) return tl_err(TL_ERR_IO, "safetensors: cannot map '%s'", path);
+    tl_status s = st_open_memory(m, size, out);
+    if (s != TL_OK) {
+        munmap(m, size);
+        return tl_err_prefix(s, "%s: ", path);
+    }
+    (*out)->map = m;
+    (*out)->map_size = size;
     return TL_OK;
 }
 

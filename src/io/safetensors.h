@@ -7,7 +7,10 @@
  * validates everything before use: header length within the file, known
  * dtypes, shapes whose byte size equals the offsets' span, offsets inside the
  * data section and not overlapping. Errors name the tensor and the offending
- * value. Owns: the file bytes and the parsed index. Calls: base/status. */
+ * value. st_open_mmap maps the file read-only instead of reading it, so a
+ * converter can stream many gigabytes of weights without holding them in
+ * memory. Owns: the file bytes (or mapping) and the parsed index.
+ * Calls: base/status, POSIX mmap. */
 #ifndef TL_IO_SAFETENSORS_H
 #define TL_IO_SAFETENSORS_H
 
@@ -30,6 +33,9 @@ typedef struct st_tensor {
 typedef struct st_file st_file;
 
 tl_status st_open(const char *path, st_file **out);
+/* Same, but the file is mmapped read-only (tensor data points into the
+ * mapping); errors are prefixed with the path. */
+tl_status st_open_mmap(const char *path, st_file **out);
 /* Parse a buffer the caller keeps alive (no copy). */
 tl_status st_open_memory(const void *buf, size_t size, st_file **out);
 void st_close(st_file *f);
