@@ -4,7 +4,8 @@
 # with E2E=1).
 #   parity: test_cuda_e2e (CPU engine vs CUDA: prompt logits, 32 greedy
 #           steps, decode logits) on tiny models of several types, a synth
-#           Llama-3.2-1B and a Qwen3-0.6B;
+#           Llama-3.2-1B and a Qwen3-0.6B; quantized files also against
+#           their f32-dequantized copy on the CPU (--oracle);
 #   speed:  tallow bench --device cuda, pp512 + tg128, on Llama-3.2-1B F16/Q4_0
 #           and Llama-3-8B Q4_0/Q8_0/F16/Q4_K_M; the fraction of the decode
 #           floor = t/s * weight bytes / copy bandwidth (COPY_GBS, measured by
@@ -24,12 +25,18 @@ synth() { # shape type -> path
 }
 fails=0
 if [ "${PARITY:-1}" = 1 ]; then
+  # quantized types: also against the same weights dequantized to f32 (oracle)
+  oracle() { # model -> "--oracle F32_COPY" for quantized files
+    case "$1" in *-f32.gguf|*-f16.gguf|*-bf16.gguf) return ;; esac
+    "$B/tallow" quantize "$1" "${1%.gguf}.f32ref.gguf" f32 >/dev/null 2>&1 && echo "--oracle ${1%.gguf}.f32ref.gguf"
+  }
   for t in f32 f16 bf16 q8_0 q4_0 q4_1 q4_k_m; do
-    f=$(synth tiny $t) && "$B/test_cuda_e2e" "$f" 20 32 || fails=$((fails + 1))
+    f=$(synth tiny $t) && "$B/test_cuda_e2e" "$f" 20 32 $(oracle "$f") || fails=$((fails + 1))
   done
   for spec in "llama3.2-1b f16" "llama3.2-1b q4_0" "qwen3-0.6b q8_0"; do
     set -- $spec
-    f=$(synth "$1" "$2") && "$B/test_cuda_e2e" "$f" 24 32 || fails=$((fails + 1))
+    f=$(synth "$1" "$2") && "$B/test_cuda_e2e" "$f" 24 32 $(oracle "$f") || fails=$((fails + 1))
+    rm -f "${f%.gguf}.f32ref.gguf"
   done
   echo "E2E parity failures: $fails"
 fi

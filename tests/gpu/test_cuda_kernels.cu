@@ -267,10 +267,154 @@ static void test_weights(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
             RY[tk * n_out + r] = s;
         }
     e = rel_err(Y.data(), RY.data(), nt * n_out, &nn);
-    double gtol = t == TL_TYPE_BF16 ? 1e-2 : 3e-3;
+    double gtol = t == TL_TYPE_BF16 ? 1e-2 : (t == TL_TYPE_F32 ? 1e-5 : 3e-3); /* f32: SGEMM */
     CHECK(e < gtol, "gemm %s: %.3g (tol %.0e), %zu non-finite", tl_type_name(t), e, gtol, nn);
     printf("  gemm   %-5s %6lldx%-6lld x %lld tokens: rel err %.2e\n", tl_type_name(t), (long long)n_out,
            (long long)n_in, (long long)nt, e);
+}
+
+/* q8_1 blocks on the device against the rule applied on the CPU to the
+ * values v the kernel quantized (d = amax/127 in float, q = rint(v/d)):
+ * returns the number of quants, scales or sums that differ */
+static int q8_mismatch(const std::vector<uint8_t> &q, const float *v, int64_t n) {
+    const int8_t *qs = (const int8_t *)q.data();
+    const float *ds = (const float *)(qs + n);
+    int bad = 0;
+    for (int64_t b = 0; b < n / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[b * 32 + i]));
+        float d = amax / 127.0f;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            int qi = d > 0 ? (int)nearbyintf(v[b * 32 + i] / d) : 0;
+            if (qs[b * 32 + i] != qi) bad++;
+            sum += qs[b * 32 + i];
+        }
+        if (fabsf(ds[2 * b] - d) > 1e-6f * d) bad++;
+        if (fabsf(ds[2 * b + 1] - d * sum) > 1e-5f * d * 32 * 127) bad++;
+    }
+    return bad;
+}
+
+/* The decode fusions: act_prep_ss -> matvec with the RMSNorm folded in
+ * (STORE, GLU with the q8_1 epilogue) and ACCUM with the epilogue that
+ * prepares the next norm. Oracle: float64 rmsnorm + dequantized weights. */
+static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
+    std::vector<uint8_t> raw = random_weight(t, n_in, n_out);
+    std::vector<float> W;
+    if (!cpu_dequant(t, raw, n_in, n_out, W)) {
+        n_skip++;
+        return;
+    }
+    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
+    tlc_weight w;
+    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+    const float eps = 1e-5f;
+    std::vector<float> x(n_in), g(n_in), g2(n_out), y0(n_out);
+    for (auto &v : x) v = rnd_normal() * 3.0f;
+    for (auto &v : g) v = 1.0f + 0.2f * rnd_normal();
+    for (auto &v : g2) v = 1.0f + 0.2f * rnd_normal();
+    for (auto &v : y0) v = rnd_normal();
+    /* references: xg = x o g, scale = rsqrt(mean x^2 + eps) */
+    double ss = 0;
+    for (float v : x) ss += (double)v * v;
+    const double sc = 1.0 / sqrt(ss / n_in + eps);
+    std::vector<float> xg(n_in), xgq;
+    for (int64_t i = 0; i < n_in; i++) xg[i] = x[i] * g[i];
+    cpu_q8_1(xg.data(), n_in, xgq);
+    const float *xin = is_quant(t) ? xgq.data() : xg.data();
+    std::vector<double> ref(n_out);
+    for (int64_t r = 0; r < n_out; r++) {
+        double s = 0;
+        for (int64_t i = 0; i < n_in; i++) s += (double)W[r * n_in + i] * xin[i];
+        ref[r] = s * sc;
+    }
+    dbuf dx(c, n_in * 4, "x"), dg(c, n_in * 4, "g"), dxf(c, n_in * 4, "xf"), dxq(c, tlc_q8_bytes(n_in), "xq"),
+        dss(c, n_in / 32 * 4, "ss"), dy(c, n_out * 4, "y"), dg2(c, n_out * 4, "g2"), dyf(c, n_out * 4, "yf"),
+        dyq(c, tlc_q8_bytes(n_out), "yq"), dyss(c, n_out / 32 * 4, "yss");
+    up(c, dx, x.data(), n_in * 4);
+    up(c, dg, g.data(), n_in * 4);
+    up(c, dg2, g2.data(), n_out * 4);
+    dxf.poison();
+    dxq.poison();
+    dss.poison();
+    OK(tlc_act_prep_ss(c, dx.f(), dg.f(), n_in, 1, dxf.f(), dxq.p, dss.f()));
+    /* the prep itself */
+    std::vector<float> hxf = down(c, dxf, n_in), hss = down(c, dss, n_in / 32);
+    std::vector<uint8_t> hq(tlc_q8_bytes(n_in));
+    OK(tlc_download(c, hq.data(), dxq.p, hq.size()));
+    int bad = q8_mismatch(hq, xg.data(), n_in);
+    for (int64_t i = 0; i < n_in; i++) bad += hxf[i] != xg[i];
+    for (int64_t b = 0; b < n_in / 32; b++) {
+        double s = 0;
+        for (int i = 0; i < 32; i++) s += (double)x[b * 32 + i] * x[b * 32 + i];
+        bad += fabs(hss[b] - s) > 1e-5 * s;
+    }
+    CHECK(bad == 0, "act_prep_ss %lld: %d bad values", (long long)n_in, bad);
+
+    const double tol = is_quant(t) ? 2e-5 : 1e-5;
+    size_t nn;
+    /* STORE with the norm folded in */
+    tlc_mv_fuse fin = {};
+    fin.in_ss = dss.f();
+    fin.eps = eps;
+    dy.poison();
+    OK(tlc_matvec_fused(c, &w, dxf.f(), dxq.p, dy.f(), TLC_MV_STORE, &fin));
+    std::vector<float> y = down(c, dy, n_out);
+    double e = rel_err(y.data(), ref.data(), n_out, &nn);
+    CHECK(e < tol, "fused norm matvec %s %lldx%lld: %.3g, %zu non-finite", tl_type_name(t), (long long)n_out,
+          (long long)n_in, e, nn);
+
+    /* ACCUM with the next-norm epilogue */
+    up(c, dy, y0.data(), n_out * 4);
+    dyf.poison();
+    dyq.poison();
+    dyss.poison();
+    tlc_mv_fuse fe = fin;
+    fe.out_norm = dg2.f();
+    fe.out_f = dyf.f();
+    fe.out_q = dyq.p;
+    fe.out_ss = dyss.f();
+    OK(tlc_matvec_fused(c, &w, dxf.f(), dxq.p, dy.f(), TLC_MV_ACCUM, &fe));
+    y = down(c, dy, n_out);
+    std::vector<double> ra(n_out);
+    for (int64_t r = 0; r < n_out; r++) ra[r] = ref[r] + y0[r];
+    double e_acc = rel_err(y.data(), ra.data(), n_out, &nn);
+    std::vector<float> yf = down(c, dyf, n_out), yss = down(c, dyss, n_out / 32), yg(n_out);
+    std::vector<uint8_t> yq(tlc_q8_bytes(n_out));
+    OK(tlc_download(c, yq.data(), dyq.p, yq.size()));
+    int bad_e = 0;
+    for (int64_t r = 0; r < n_out; r++) {
+        yg[r] = y[r] * g2[r];
+        bad_e += yf[r] != yg[r];
+    }
+    bad_e += q8_mismatch(yq, yg.data(), n_out);
+    for (int64_t b = 0; b < n_out / 32; b++) {
+        double s = 0;
+        for (int i = 0; i < 32; i++) s += (double)y[b * 32 + i] * y[b * 32 + i];
+        bad_e += fabs(yss[b] - s) > 1e-5 * s;
+    }
+    CHECK(e_acc < tol && bad_e == 0, "fused accum+epilogue %s %lldx%lld: %.3g, %d bad epilogue values",
+          tl_type_name(t), (long long)n_out, (long long)n_in, e_acc, bad_e);
+
+    /* GLU with the norm folded in and the q8_1 epilogue */
+    const int64_t m = n_out / 2;
+    std::vector<double> rg(m);
+    for (int64_t i = 0; i < m; i++) rg[i] = ref[i] / (1.0 + exp(-ref[i])) * ref[i + m];
+    tlc_mv_fuse fg = fin;
+    fg.out_q = dyq.p;
+    dy.poison();
+    dyq.poison();
+    OK(tlc_matvec_fused(c, &w, dxf.f(), dxq.p, dy.f(), TLC_MV_GLU, &fg));
+    y = down(c, dy, m);
+    double e_glu = rel_err(y.data(), rg.data(), m, &nn);
+    std::vector<uint8_t> gq(tlc_q8_bytes(m));
+    OK(tlc_download(c, gq.data(), dyq.p, gq.size()));
+    int bad_g = q8_mismatch(gq, y.data(), m);
+    CHECK(e_glu < 4 * tol && bad_g == 0, "fused glu+q8 %s %lldx%lld: %.3g, %d bad quants", tl_type_name(t),
+          (long long)n_out, (long long)n_in, e_glu, bad_g);
+    printf("  fused %-5s %6lldx%-6lld norm-fold %.2e, accum+epilogue %.2e, glu+q8 %.2e (%d bad)\n",
+           tl_type_name(t), (long long)n_out, (long long)n_in, e, e_acc, e_glu, bad + bad_e + bad_g);
 }
 
 static void test_norm_prep(tlc_ctx *c) {
@@ -381,6 +525,32 @@ static void test_elem(tlc_ctx *c) {
     int32_t am = -1;
     OK(tlc_download(c, &am, di.p, 4));
     CHECK(am == 77777, "argmax: %d", am);
+    /* vocabulary-sized, odd length, misaligned start: ties within one
+     * thread's stride (4096 apart), across threads, and a maximum in the tail */
+    {
+        const int64_t nv = 128259;
+        std::vector<float> lg(nv + 1);
+        for (auto &v : lg) v = rnd_normal();
+        dbuf dl(c, (nv + 1) * 4, "logits");
+        struct { int64_t a, b, want; } cases[] = {{5000, 5000 + 4096, 5000}, {70001, 70002, 70001},
+                                                  {nv - 1, 3, 3}, {nv - 2, nv - 1, nv - 2}};
+        int bad = 0;
+        for (auto &cs : cases) {
+            std::vector<float> h = lg;
+            h[1 + cs.a] = 50.0f;
+            h[1 + cs.b] = 50.0f;
+            up(c, dl, h.data(), (nv + 1) * 4);
+            for (int off = 0; off < 2; off++) {
+                OK(tlc_memset(c, di.p, 0xFF, 4));
+                OK(tlc_argmax(c, dl.f() + 1 - off, nv, (int32_t *)di.p));
+                OK(tlc_download(c, &am, di.p, 4));
+                /* off 1: the aligned view starts one value earlier, so the
+                 * maxima sit one index later (a maximum at nv falls outside) */
+                if (am != cs.want + off) bad++;
+            }
+        }
+        CHECK(bad == 0, "argmax over %lld values: %d wrong", (long long)nv, bad);
+    }
 }
 
 static void test_attention(tlc_ctx *c, int hd, int nh, int nkv, int n_ctx, int pos, bool f16, int n_tok) {
@@ -498,6 +668,58 @@ static void test_rope_kv(tlc_ctx *c, bool neox) {
     CHECK(bad == 0, "rope_kv cache differs from kv_store in %d values", bad);
 }
 
+static void test_qkv_rope(tlc_ctx *c, tl_type t) {
+    /* the QKV matvec with RoPE + KV store in its epilogue must equal the
+     * matvec followed by tlc_rope_kv (itself checked against rope + kv_store
+     * above, and rope against float64) */
+    const int nh = 8, nkv = 2, hd = 64, n_ctx = 64;
+    const int32_t pos = 23;
+    const int64_t n_in = 512, n_out = (nh + 2 * nkv) * hd;
+    std::vector<uint8_t> raw = random_weight(t, n_in, n_out);
+    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
+    tlc_weight w;
+    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+    std::vector<float> x(n_in), ff(hd / 2);
+    for (auto &v : x) v = rnd_normal();
+    for (auto &v : ff) v = 1.0f + 3.0f * rnd_unif();
+    size_t cache = (size_t)nkv * n_ctx * hd * 2;
+    dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), a(c, n_out * 4, "a"), b(c, n_out * 4, "b"),
+        dp(c, 4, "pos"), dff(c, ff.size() * 4, "ff"), k1(c, cache, "k1"), v1(c, cache, "v1"), k2(c, cache, "k2"),
+        v2(c, cache, "v2");
+    up(c, dx, x.data(), n_in * 4);
+    up(c, dp, &pos, 4);
+    up(c, dff, ff.data(), ff.size() * 4);
+    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+    for (dbuf *d : {&k1, &v1, &k2, &v2}) OK(tlc_memset(c, d->p, 0, cache));
+    tlc_rope_params p = {hd, false, 500000.0f, 1.0f, dff.f()};
+    OK(tlc_matvec(c, &w, dx.f(), dq.p, a.f(), TLC_MV_STORE));
+    OK(tlc_rope_kv(c, a.f(), nh, nkv, hd, k1.p, v1.p, n_ctx, (const int32_t *)dp.p, &p));
+    tlc_rope_kv_args ra = {p, nh, nkv, hd, k2.p, v2.p, n_ctx, (const int32_t *)dp.p};
+    tlc_mv_fuse fz = {};
+    fz.rope = &ra;
+    b.poison();
+    OK(tlc_matvec_fused(c, &w, dx.f(), dq.p, b.f(), TLC_MV_STORE, &fz));
+    std::vector<float> ya = down(c, a, n_out), yb = down(c, b, n_out);
+    std::vector<uint8_t> c1(cache), c2(cache), c3(cache), c4(cache);
+    OK(tlc_download(c, c1.data(), k1.p, cache));
+    OK(tlc_download(c, c2.data(), k2.p, cache));
+    OK(tlc_download(c, c3.data(), v1.p, cache));
+    OK(tlc_download(c, c4.data(), v2.p, cache));
+    double dmax = 0;
+    for (int64_t i = 0; i < n_out; i++) dmax = std::max(dmax, (double)fabsf(ya[i] - yb[i]));
+    int bad = 0;
+    for (size_t i = 0; i < cache / 2; i++) {
+        uint16_t h1, h2, h3, h4;
+        memcpy(&h1, &c1[2 * i], 2); memcpy(&h2, &c2[2 * i], 2);
+        memcpy(&h3, &c3[2 * i], 2); memcpy(&h4, &c4[2 * i], 2);
+        float f1 = tl_fp16_to_fp32(h1), f2 = tl_fp16_to_fp32(h2), f3 = tl_fp16_to_fp32(h3), f4 = tl_fp16_to_fp32(h4);
+        if (fabsf(f1 - f2) > 1e-3f * fabsf(f2) + 1e-6f || fabsf(f3 - f4) > 1e-3f * fabsf(f4) + 1e-6f) bad++;
+    }
+    CHECK(dmax < 1e-5 && bad == 0, "qkv+rope epilogue %s: q/k/v differ by %.3g, %d cache values differ",
+          tl_type_name(t), dmax, bad);
+    printf("  qkv+rope epilogue %-5s: max diff %.2e, %d cache diffs\n", tl_type_name(t), dmax, bad);
+}
+
 static void test_graph(tlc_ctx *c) {
     /* capture act_prep + matvec + argmax + pos advance; replays must match
      * the eager result, and the position must advance on the device */
@@ -560,7 +782,9 @@ static void bench(tlc_ctx *c) {
     printf("BENCH ceiling gemm f16 %.0f TFLOP/s (8192^3 cuBLAS, random data)\n", tf);
     struct { int64_t n_out, n_in; const char *what; } shapes[] = {
         {4096, 4096, "wq/wo"}, {14336, 4096, "gate|up"}, {4096, 14336, "down"},
-        {6144, 4096, "qkv fused"}, {28672, 4096, "gate+up GLU"}, {128256, 4096, "output"}};
+        {6144, 4096, "qkv fused"}, {28672, 4096, "gate+up GLU"}, {128256, 4096, "output"},
+        /* the decode fusions as a layer runs them (norm folded in, q8_1 epilogues) */
+        {6144, 4096, "qkv +norm"}, {4096, 4096, "wo +epi"}, {28672, 4096, "GLU +norm+q8"}, {4096, 14336, "down +epi"}};
     tl_type types[] = {TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_Q8_0, TL_TYPE_Q4_0, TL_TYPE_Q4_1, TL_TYPE_Q4_K, TL_TYPE_Q6_K};
     printf("BENCH %-6s %-12s %14s %9s %9s %7s\n", "type", "shape", "", "us", "GB/s", "frac");
     for (tl_type t : types)
@@ -583,7 +807,7 @@ static void bench(tlc_ctx *c) {
             }
             tlc_dfree(c, stg, raw);
             int64_t n_out = sh.n_out;
-            int mode = strstr(sh.what, "GLU") ? TLC_MV_GLU : TLC_MV_STORE;
+            int mode = strstr(sh.what, "GLU") ? TLC_MV_GLU : (strstr(sh.what, "epi") ? TLC_MV_ACCUM : TLC_MV_STORE);
             void *x, *xq, *y;
             OK(tlc_alloc(c, sh.n_in * 4, "x", &x));
             OK(tlc_alloc(c, tlc_q8_bytes(sh.n_in), "xq", &xq));
@@ -592,11 +816,35 @@ static void bench(tlc_ctx *c) {
             for (auto &v : hx) v = rnd_normal();
             OK(tlc_upload(c, x, hx.data(), sh.n_in * 4));
             OK(tlc_act_prep(c, (float *)x, NULL, 0, sh.n_in, 1, NULL, xq));
+            /* fusion buffers: sums of squares (ones), norm weights, the q8_1 output */
+            std::vector<float> ones(n_out, 1.0f);
+            void *fss, *fg, *fq, *fyf, *fyss;
+            OK(tlc_alloc(c, n_out * 4, "ss", &fss));
+            OK(tlc_alloc(c, n_out * 4, "g", &fg));
+            OK(tlc_alloc(c, tlc_q8_bytes(n_out), "yq", &fq));
+            OK(tlc_alloc(c, n_out * 4, "yf", &fyf));
+            OK(tlc_alloc(c, n_out * 4, "yss", &fyss));
+            OK(tlc_upload(c, fss, ones.data(), n_out * 4));
+            OK(tlc_upload(c, fg, ones.data(), n_out * 4));
+            tlc_mv_fuse fz = {};
+            if (strstr(sh.what, "norm")) {
+                fz.in_ss = (float *)fss;
+                fz.eps = 1e-5f;
+            }
+            if (strstr(sh.what, "q8") || strstr(sh.what, "epi")) fz.out_q = fq;
+            if (strstr(sh.what, "epi")) {
+                fz.out_norm = (float *)fg;
+                fz.out_f = (float *)fyf;
+                fz.out_ss = (float *)fyss;
+            }
+            const bool fused_out = fz.out_q != NULL;
+            for (int variant = fused_out ? 0 : 2; variant <= 2; variant++) {
+            tlc_set_mv_epilogue(c, variant, variant);
             const int per_graph = 64;
             tlc_graph *g;
             OK(tlc_graph_begin(c));
             for (int i = 0; i < per_graph; i++)
-                OK(tlc_matvec(c, &ws[i % ncopy], (float *)x, xq, (float *)y, mode));
+                OK(tlc_matvec_fused(c, &ws[i % ncopy], (float *)x, xq, (float *)y, mode, &fz));
             OK(tlc_graph_end(c, &g));
             tlc_timer *tm;
             OK(tlc_timer_init(&tm));
@@ -613,14 +861,22 @@ static void bench(tlc_ctx *c) {
             double us = ts[ts.size() / 2];
             double bytes = (double)raw + sh.n_in * (is_quant(t) ? 1.125 : 4.0) + (mode == TLC_MV_GLU ? n_out / 2 : n_out) * 4.0;
             double gbs = bytes / (us * 1e-6) / 1e9;
-            printf("BENCH %-6s %-12s %6lldx%-6lld %9.2f %9.0f %7.3f\n", tl_type_name(t), sh.what,
-                   (long long)sh.n_out, (long long)sh.n_in, us, gbs, gbs / bw);
+            printf("BENCH %-6s %-12s %6lldx%-6lld %9.2f %9.0f %7.3f%s\n", tl_type_name(t), sh.what,
+                   (long long)sh.n_out, (long long)sh.n_in, us, gbs, gbs / bw,
+                   !fused_out ? "" : variant == 0 ? "  (epilogue: split)" : variant == 1 ? "  (epilogue: count)"
+                                                                               : "  (epilogue: block)");
             tlc_timer_free(tm);
             tlc_graph_free(g);
+            }
             for (int k = 0; k < ncopy; k++) tlc_dfree(c, mem[k], wb);
             tlc_dfree(c, x, sh.n_in * 4);
             tlc_dfree(c, xq, tlc_q8_bytes(sh.n_in));
             tlc_dfree(c, y, n_out * 4);
+            tlc_dfree(c, fss, n_out * 4);
+            tlc_dfree(c, fg, n_out * 4);
+            tlc_dfree(c, fq, tlc_q8_bytes(n_out));
+            tlc_dfree(c, fyf, n_out * 4);
+            tlc_dfree(c, fyss, n_out * 4);
         }
     /* prefill GEMM on an 8B layer's shapes, 512 tokens (dequant included) */
     for (tl_type t : {TL_TYPE_F16, TL_TYPE_Q4_0, TL_TYPE_Q8_0}) {
@@ -672,6 +928,16 @@ int main(int argc, char **argv) {
         test_weights(c, t, 768, 38);   /* rows not a multiple of the block's 8 rows, short rows */
         test_weights(c, t, 14336, 64); /* long rows: several unrolled iterations */
     }
+    for (int variant = 0; variant <= 2; variant++) {
+        tlc_set_mv_epilogue(c, variant, variant);
+        printf("  q8_1 epilogue variant %d:\n", variant);
+        for (tl_type t : all_types) {
+            test_fused(c, t, 4096, 1024);
+            test_fused(c, t, 14336, 64); /* GLU: one group of 32 outputs */
+            test_fused(c, t, 512, 128);
+        }
+    }
+    tlc_set_mv_epilogue(c, TLC_EPI_BLOCK, TLC_EPI_BLOCK);
     test_norm_prep(c);
     test_rope(c, false, false);
     test_rope(c, true, false);
@@ -684,8 +950,11 @@ int main(int argc, char **argv) {
     test_attention(c, 128, 16, 8, 1024, 100, true, 1);   /* qwen3-0.6b grouping */
     test_attention(c, 128, 32, 8, 1024, 0, true, 65);    /* prefill from 0 */
     test_attention(c, 64, 32, 8, 1024, 200, true, 19);   /* prefill continuing a cache */
+    test_attention(c, 16, 4, 2, 512, 11, true, 1);       /* head_dim 16 (the HF tiny fixtures) */
+    test_attention(c, 16, 4, 2, 512, 3, false, 12);
     test_rope_kv(c, false);
     test_rope_kv(c, true);
+    for (tl_type t : {TL_TYPE_F16, TL_TYPE_Q4_0, TL_TYPE_Q8_0, TL_TYPE_Q4_K}) test_qkv_rope(c, t);
     test_graph(c);
     test_oom(c);
     OK(tlc_sync(c));

@@ -5,25 +5,33 @@
  * softmax (running max m, running sum l, weighted V sum) per head in
  * registers; a lane holds D/32 consecutive dims, so a warp-wide K or V read
  * is one contiguous row.
- *  - decode: split-K "flash decoding": grid (kv head, split); the 4 warps of
- *    a block interleave positions of the split, merge in shared memory and
- *    write (m, l, acc) partials; a second kernel merges the splits. The
- *    split size is chosen on the device from the length read at *d_pos, so
- *    a captured graph stays valid as the context grows.
+ *  - decode: split-K "flash decoding" in one launch: grid (kv head, split);
+ *    the 4 warps of a block interleave positions of the split, merge in
+ *    shared memory and write (m, l, acc) partials; the last block of a KV
+ *    head to finish (an atomic count) merges the splits and writes the
+ *    output and its q8_1 (the Wo matvec's input). The split size (>= 16
+ *    positions, <= 32 splits) is chosen on the device from the length at
+ *    *d_pos, so a captured graph stays valid as the context grows; splits
+ *    past the end exit at once.
  *  - prefill: one warp per (query token, kv head), causal range.
  * Calls: CUDA. */
 #include "backend/cuda/cuda_common.cuh"
 
 #define ATT_SPLITS 32
 #define ATT_WARPS 4
-#define ATT_MIN_CHUNK 64
+#define ATT_MIN_CHUNK 16
 
 template <typename KT> __device__ __forceinline__ float kv_f(KT v);
 template <> __device__ __forceinline__ float kv_f<float>(float v) { return v; }
 template <> __device__ __forceinline__ float kv_f<__half>(__half v) { return __half2float(v); }
 
+/* dims per lane: D / 32, or 1 for D < 32 (lanes >= D then hold nothing) */
+template <int D> struct att_dims {
+    static constexpr int E = D >= 32 ? D / 32 : 1;
+};
+
 template <int D, int GMAX> struct att_state {
-    static constexpr int E = D / 32;
+    static constexpr int E = att_dims<D>::E;
     float q[GMAX][E];
     float acc[GMAX][E];
     float m[GMAX], l[GMAX];
@@ -32,7 +40,8 @@ template <int D, int GMAX> struct att_state {
 template <int D, int GMAX, typename KT>
 __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT *kh, const KT *vh,
                                          int64_t p0, int64_t p1, int64_t step, int lane) {
-    constexpr int E = D / 32;
+    constexpr int E = att_dims<D>::E;
+    const bool act = lane * E < D;
     constexpr int P = 4; /* positions loaded before any is used: memory-level parallelism */
     for (int64_t p = p0; p < p1; p += P * step) {
         float k[P][E], v[P][E];
@@ -42,8 +51,8 @@ __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT
             const KT *kr = kh + pj * D + lane * E, *vr = vh + pj * D + lane * E;
 #pragma unroll
             for (int e = 0; e < E; e++) {
-                k[j][e] = pj < p1 ? kv_f(kr[e]) : 0.0f;
-                v[j][e] = pj < p1 ? kv_f(vr[e]) : 0.0f;
+                k[j][e] = pj < p1 && act ? kv_f(kr[e]) : 0.0f;
+                v[j][e] = pj < p1 && act ? kv_f(vr[e]) : 0.0f;
             }
         }
 #pragma unroll
@@ -71,14 +80,17 @@ __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT
 template <int D, int GMAX, typename KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, const int32_t *d_pos,
-              float scale, float *part) {
-    constexpr int E = D / 32;
+              float scale, float *part, float *out, int8_t *out_q, int64_t n_total, int *cnt, int min_chunk) {
+    constexpr int E = att_dims<D>::E;
     pdl_trigger();
     pdl_wait();
     const int kvh = blockIdx.x, split = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const bool act = lane * E < D;
     const int64_t kv_len = (int64_t)*d_pos + 1;
     int64_t chunk = (kv_len + ATT_SPLITS - 1) / ATT_SPLITS;
-    if (chunk < ATT_MIN_CHUNK) chunk = ATT_MIN_CHUNK;
+    if (chunk < min_chunk) chunk = min_chunk;
+    const int n_split = (int)((kv_len + chunk - 1) / chunk); /* the same in every block */
+    if (split >= n_split) return;
     const int64_t p0 = split * chunk;
     const int64_t p1 = min(kv_len, p0 + chunk);
     att_state<D, GMAX> st;
@@ -89,7 +101,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
 #pragma unroll
         for (int e = 0; e < E; e++) {
             st.acc[g][e] = 0;
-            st.q[g][e] = g < G ? q[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
+            st.q[g][e] = g < G && act ? q[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
         }
     }
     const KT *kh = kc + (int64_t)kvh * n_ctx * D, *vh = vc + (int64_t)kvh * n_ctx * D;
@@ -101,59 +113,86 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     for (int g = 0; g < GMAX; g++) {
         if (lane == 0) { sm[w][g][0] = st.m[g]; sm[w][g][1] = st.l[g]; }
 #pragma unroll
-        for (int e = 0; e < E; e++) sacc[w][g][lane * E + e] = st.acc[g][e];
+        for (int e = 0; e < E; e++)
+            if (act) sacc[w][g][lane * E + e] = st.acc[g][e];
     }
     __syncthreads();
     const int64_t stride = D + 2;
+    __shared__ float res[GMAX * D]; /* [G][D] the final output (for its q8_1) */
     for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
         int g = i / D, d = i % D;
         float mx = -INFINITY;
-        for (int k = 0; k < ATT_WARPS; k++) mx = fmaxf(mx, sm[k][g][0]);
+        for (int w2 = 0; w2 < ATT_WARPS; w2++) mx = fmaxf(mx, sm[w2][g][0]);
         float l = 0, a = 0;
-        for (int k = 0; k < ATT_WARPS; k++) {
-            float f = sm[k][g][0] == -INFINITY ? 0.0f : __expf(sm[k][g][0] - mx);
-            l += sm[k][g][1] * f;
-            a += sacc[k][g][d] * f;
+        for (int w2 = 0; w2 < ATT_WARPS; w2++) {
+            float f = sm[w2][g][0] == -INFINITY ? 0.0f : __expf(sm[w2][g][0] - mx);
+            l += sm[w2][g][1] * f;
+            a += sacc[w2][g][d] * f;
         }
-        float *o = part + (((int64_t)kvh * G + g) * ATT_SPLITS + split) * stride;
-        if (d == 0) { o[0] = mx; o[1] = l; }
-        o[2 + d] = a;
+        if (n_split == 1) {
+            /* short context: no partials, no count; the output straight away */
+            out[(int64_t)kvh * G * D + i] = res[i] = a / l;
+        } else {
+            float *o = part + (((int64_t)kvh * G + g) * ATT_SPLITS + split) * stride;
+            if (d == 0) { o[0] = mx; o[1] = l; }
+            o[2 + d] = a;
+        }
     }
-}
-
-/* merge the splits of head h; one thread per dim. With out_q the result is
- * also quantized to q8_1 (32-dim blocks never straddle heads: D % 32 == 0),
- * which is what the Wo matvec reads: no separate quantize launch. */
-__global__ void attn_combine_k(const float *part, int D, float *out, int8_t *out_q, int64_t n_total) {
-    pdl_trigger();
-    pdl_wait();
-    const int h = blockIdx.x;
-    const int64_t stride = D + 2;
-    const float *ph = part + (int64_t)h * ATT_SPLITS * stride;
-    float mx = -INFINITY;
-    for (int s = 0; s < ATT_SPLITS; s++) mx = fmaxf(mx, ph[s * stride]);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float l = 0, a = 0;
-        for (int s = 0; s < ATT_SPLITS; s++) {
-            float ms = ph[s * stride];
-            if (ms == -INFINITY) continue;
-            float f = __expf(ms - mx);
-            l += ph[s * stride + 1] * f;
-            a += ph[s * stride + 2 + d] * f;
+    if (n_split > 1) {
+        /* the last split block of this KV head merges all splits (no second
+         * launch): partials made visible, then counted */
+        __shared__ int last;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(&cnt[kvh], 1) == n_split - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
+            int g = i / D, d = i % D;
+            const float *ph = part + ((int64_t)kvh * G + g) * ATT_SPLITS * stride;
+            /* one pass, online rescaling; 4 splits' loads in flight */
+            float mx = -INFINITY, l = 0, a = 0;
+            for (int sp0 = 0; sp0 < n_split; sp0 += 4) {
+                float ms[4], ls[4], as[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float *pp = ph + (sp0 + j) * stride;
+                    bool ok = sp0 + j < n_split;
+                    ms[j] = ok ? __ldcg(pp) : -INFINITY;
+                    ls[j] = ok ? __ldcg(pp + 1) : 0.0f;
+                    as[j] = ok ? __ldcg(pp + 2 + d) : 0.0f;
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    if (ms[j] == -INFINITY) continue;
+                    float mn = fmaxf(mx, ms[j]);
+                    float c0 = __expf(mx - mn), c1 = __expf(ms[j] - mn); /* exp(-inf) = 0 */
+                    l = l * c0 + ls[j] * c1;
+                    a = a * c0 + as[j] * c1;
+                    mx = mn;
+                }
+            }
+            float r = a / l;
+            out[(int64_t)kvh * G * D + i] = r;
+            res[i] = r;
         }
-        float r = a / l;
-        out[(int64_t)h * D + d] = r;
-        if (out_q) { /* blockDim == D: each warp is one 32-dim block */
-            float amax = fabsf(r);
-            for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-            float dq = amax / 127.0f;
-            int qi = dq > 0.0f ? __float2int_rn(r / dq) : 0;
-            int64_t i = (int64_t)h * D + d;
-            out_q[i] = (int8_t)qi;
-            float sq = (float)qi;
-            for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-            if ((d & 31) == 0) ((float2 *)(out_q + n_total))[i / 32] = make_float2(dq, dq * sq);
-        }
+    }
+    if (threadIdx.x == 0 && n_split > 1) cnt[kvh] = 0;
+    if (!out_q) return;
+    /* q8_1 of the G*D outputs (G*D % 32 == 0: checked by the caller) */
+    __syncthreads();
+    for (int b = w; b < G * D / 32; b += ATT_WARPS) {
+        float r = res[b * 32 + lane];
+        float dq = fabsf(r);
+        for (int o = 16; o > 0; o >>= 1) dq = fmaxf(dq, __shfl_xor_sync(0xffffffffu, dq, o));
+        dq /= 127.0f;
+        int qi = dq > 0.0f ? __float2int_rn(r / dq) : 0;
+        int64_t i = (int64_t)kvh * G * D + b * 32 + lane;
+        out_q[i] = (int8_t)qi;
+        float sq = (float)qi;
+        for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+        if (lane == 0) ((float2 *)(out_q + n_total))[i / 32] = make_float2(dq, dq * sq);
     }
 }
 
@@ -166,19 +205,21 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
                                       int n_kv_head, int64_t n_ctx, const int32_t *d_pos, float scale,
                                       float *scratch, float *out, void *out_q) {
     dim3 grid(n_kv_head, ATT_SPLITS);
-    cudaError_t e = tlc_launch(c, attn_decode_k<D, GMAX, KT>, grid, dim3(ATT_WARPS * 32), 0, q, (const KT *)kc,
-                               (const KT *)vc, n_head / n_kv_head, n_ctx, d_pos, scale, scratch);
-    if (e != cudaSuccess) return e;
-    return tlc_launch(c, attn_combine_k, dim3(n_head), dim3(D), 0, (const float *)scratch, D, out, (int8_t *)out_q,
-                      (int64_t)n_head * D);
+    const int G = n_head / n_kv_head;
+    /* a q8_1 block must not straddle KV-head groups; otherwise the caller quantizes */
+    int8_t *oq = (G * D) % 32 == 0 ? (int8_t *)out_q : (int8_t *)NULL;
+    return tlc_launch(c, attn_decode_k<D, GMAX, KT>, grid, dim3(ATT_WARPS * 32), 0, q, (const KT *)kc,
+                      (const KT *)vc, G, n_ctx, d_pos, scale, scratch, out, oq, (int64_t)n_head * D,
+                      c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV, c->att_chunk);
 }
 
 template <int D, int GMAX, typename KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 attn_prefill_k(const float *q, int64_t qs, const KT *kc, const KT *vc, int n_head, int G, int64_t n_ctx,
                int64_t n_tok, const int32_t *d_pos, float scale, float *out) {
-    constexpr int E = D / 32;
+    constexpr int E = att_dims<D>::E;
     const int lane = threadIdx.x & 31;
+    const bool act = lane * E < D;
     const int64_t t = (int64_t)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
     const int kvh = blockIdx.y;
     if (t >= n_tok) return;
@@ -192,7 +233,7 @@ attn_prefill_k(const float *q, int64_t qs, const KT *kc, const KT *vc, int n_hea
 #pragma unroll
         for (int e = 0; e < E; e++) {
             st.acc[g][e] = 0;
-            st.q[g][e] = g < G ? qt[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
+            st.q[g][e] = g < G && act ? qt[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
         }
     }
     const KT *kh = kc + (int64_t)kvh * n_ctx * D, *vh = vc + (int64_t)kvh * n_ctx * D;
@@ -202,7 +243,8 @@ attn_prefill_k(const float *q, int64_t qs, const KT *kc, const KT *vc, int n_hea
     for (int g = 0; g < GMAX; g++) {
         if (g >= G) break;
 #pragma unroll
-        for (int e = 0; e < E; e++) ot[((int64_t)kvh * G + g) * D + lane * E + e] = st.acc[g][e] / st.l[g];
+        for (int e = 0; e < E; e++)
+            if (act) ot[((int64_t)kvh * G + g) * D + lane * E + e] = st.acc[g][e] / st.l[g];
     }
 }
 
@@ -232,6 +274,8 @@ static cudaError_t attn_prefill_launch(tlc_ctx *c, const float *q, int64_t qs, c
             e = f16 ? FN<256, 4, __half>(__VA_ARGS__) : FN<256, 4, float>(__VA_ARGS__);          \
         } else if (head_dim == 32 && G <= 8) {                                                    \
             e = f16 ? FN<32, 8, __half>(__VA_ARGS__) : FN<32, 8, float>(__VA_ARGS__);            \
+        } else if (head_dim == 16 && G <= 8) {                                                    \
+            e = f16 ? FN<16, 8, __half>(__VA_ARGS__) : FN<16, 8, float>(__VA_ARGS__);            \
         } else {                                                                                  \
             return tl_err(TL_ERR_UNSUPPORTED, "cuda: attention with head_dim %d and %d heads per KV head", \
                           head_dim, G);                                                           \
@@ -242,8 +286,13 @@ tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void
                           tl_type kv_type, int n_head, int n_kv_head, int head_dim, int64_t n_ctx,
                           const int32_t *d_pos, float scale, float *scratch, float *out, void *out_q) {
     cudaError_t e = cudaSuccess;
+    if (n_kv_head > TLC_ATT_MAX_KV)
+        return tl_err(TL_ERR_UNSUPPORTED, "cuda: decode attention over %d KV heads (at most %d)", n_kv_head,
+                      TLC_ATT_MAX_KV);
     ATT_DISPATCH(attn_decode_launch, c, q, kc, vc, n_head, n_kv_head, n_ctx, d_pos, scale, scratch, out, out_q);
     TLC_TRY(e, "attention (decode)");
+    if (out_q && ((n_head / n_kv_head) * head_dim) % 32)
+        return tlc_act_prep_ss(c, out, NULL, (int64_t)n_head * head_dim, 1, NULL, out_q, NULL);
     return TL_OK;
 }
 

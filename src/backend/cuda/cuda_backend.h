@@ -122,13 +122,6 @@ enum {
 tl_status tlc_matvec(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y,
                      int mode);
 
-/* ---- elementwise / normalisation / position ---------------------------- */
-
-tl_status tlc_rmsnorm(tlc_ctx *c, const float *x, const float *w, float eps, int64_t n,
-                      int64_t n_rows, float *out);
-tl_status tlc_add(tlc_ctx *c, const float *a, const float *b, float *out, int64_t n);
-tl_status tlc_silu_mul(tlc_ctx *c, const float *g, const float *u, float *out, int64_t n);
-
 typedef struct tlc_rope_params {
     int n_rot;              /* rotated dims (<= head_dim, even) */
     bool neox;              /* half-split pairs (qwen) instead of interleaved (llama) */
@@ -136,6 +129,59 @@ typedef struct tlc_rope_params {
     float scale;            /* positions are divided by it (linear scaling) */
     const float *freq_div;  /* device [n_rot/2] divisors (Llama-3 rope_freqs), or NULL */
 } tlc_rope_params;
+
+/* Decode fusions around a matvec (NULL fields: off).
+ *  in_ss: the activation is x o g (g: RMSNorm weight) given as q8_1 / f32,
+ *    and in_ss [n_in/32] holds partial sums of x^2; the result is scaled by
+ *    rsqrt(sum(in_ss)/n_in + eps), i.e. W rmsnorm(x; g) without a norm launch.
+ *  out_q: epilogue writing q8_1 of the output vector v (n = outputs, % 32):
+ *    STORE/ACCUM: v = y_new o out_norm (out_norm may be NULL: v = y_new),
+ *    also v as f32 into out_f and per-32 sums of y_new^2 into out_ss, both
+ *    optional: what the next matvec's in_ss fold reads.
+ *    GLU: v = silu(g) * u (out_norm, out_f, out_ss must be NULL).
+ *  out_q must not alias xq (blocks read xq while others write out_q).
+ *  rope: the QKV matvec's epilogue (STORE, rows [q | k | v] of n_head,
+ *    n_kv_head, n_kv_head heads): rotates q and k at *d_pos (adjacent pairs,
+ *    n_rot == head_dim, not NeoX) and stores k, v into the f16 cache, as
+ *    tlc_rope_kv does, without its launch. */
+typedef struct tlc_rope_kv_args {
+    tlc_rope_params p;
+    int n_head, n_kv_head, head_dim;
+    void *kc, *vc;             /* f16 cache of this layer */
+    int64_t n_ctx;
+    const int32_t *d_pos;
+} tlc_rope_kv_args;
+typedef struct tlc_mv_fuse {
+    const float *in_ss;
+    float eps;
+    const float *out_norm;
+    float *out_f;
+    void *out_q;
+    float *out_ss;
+    const tlc_rope_kv_args *rope;
+} tlc_mv_fuse;
+tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y,
+                           int mode, const tlc_mv_fuse *f);
+/* How the q8_1 epilogue runs (GLU mode / accumulate-store modes): a separate
+ * quantize launch, the last block of each 32-output group, or blocks of
+ * exactly 32 outputs. Set at init from TALLOW_CUDA_EPI=glu,acc (digits);
+ * exposed for the kernel bench. */
+enum { TLC_EPI_SPLIT = 0, TLC_EPI_COUNT = 1, TLC_EPI_BLOCK = 2 };
+void tlc_set_mv_epilogue(tlc_ctx *c, int glu, int acc);
+/* The unscaled form tlc_matvec_fused's in_ss reads: for each of n_rows rows
+ * of x [n_rows][n]: v = x o norm_w (norm_w NULL: v = x) as f32 into out_f and
+ * q8_1 into out_q (each optional), per-32 sums of x^2 into out_ss [n_rows][n/32]
+ * (optional). One warp per 32 values, many blocks. n % 32 == 0. */
+tl_status tlc_act_prep_ss(tlc_ctx *c, const float *x, const float *norm_w, int64_t n, int64_t n_rows,
+                          float *out_f, void *out_q, float *out_ss);
+
+/* ---- elementwise / normalisation / position ---------------------------- */
+
+tl_status tlc_rmsnorm(tlc_ctx *c, const float *x, const float *w, float eps, int64_t n,
+                      int64_t n_rows, float *out);
+tl_status tlc_add(tlc_ctx *c, const float *a, const float *b, float *out, int64_t n);
+tl_status tlc_silu_mul(tlc_ctx *c, const float *g, const float *u, float *out, int64_t n);
+
 /* x [n_tok][n_heads][head_dim] in place (tokens tok_stride floats apart; 0:
  * contiguous); token t has position *d_pos + t. */
 tl_status tlc_rope(tlc_ctx *c, float *x, int64_t n_tok, int64_t tok_stride, int n_heads,

@@ -20,9 +20,16 @@ struct tlc_ctx {
     size_t in_use;       /* bytes handed out by tlc_alloc */
     int n_sm;
     bool capturing;
-    bool pdl;            /* programmatic dependent launch (opt-in: TALLOW_CUDA_PDL=1) */
+    bool pdl;            /* programmatic dependent launch (TALLOW_CUDA_PDL=0: off) */
     cudaEvent_t *prof;   /* [1024] profiling events, created on first use */
+    int epi_glu, epi_acc; /* q8_1 epilogue variant per mode (TLC_EPI_*) */
+    int att_chunk;        /* decode attention: fewest positions per split */
+    int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
+                          * (each launch leaves them zero again) */
 };
+
+#define TLC_MV_GROUPS (1 << 16) /* 32-output groups a q8_1-epilogue matvec may have */
+#define TLC_ATT_MAX_KV 256      /* decode attention's counters: the last ones of mv_cnt */
 
 /* Programmatic dependent launch (Hopper): a kernel launched with
  * tlc_launch may start while its predecessor is still running; it must call
@@ -32,9 +39,12 @@ struct tlc_ctx {
  * before the wait: that is the point, a matvec streams its weights while
  * the small kernels before it finish. Every kernel launched this way waits
  * unconditionally, so completion stays transitive along the stream.
- * Off by default: measured 2026-11-30 it gave +5% on 8B Q4_0 decode (376 vs
- * 358 t/s) but the matvecs read x through the non-coherent path, which
- * raced (see cuda_matvec.cu). Without the attribute the wait is a no-op. */
+ * Kernels must not read what a predecessor writes through the non-coherent
+ * path (ld.global.nc / __ldg): .nc requires the data to be read-only for the
+ * kernel's lifetime, and with __ldg activations the decode logits were wrong
+ * (2026-11-30). With weak loads the outputs are bit-identical to serialized
+ * launches and 8B Q4_0 decode gains 10% (430.8 -> 474.2 t/s). On by default;
+ * TALLOW_CUDA_PDL=0 turns it off. Without the attribute the wait is a no-op. */
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -23,10 +23,19 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     tlc_ctx *c = (tlc_ctx *)calloc(1, sizeof *c);
     if (!c) return tl_err(TL_ERR_NOMEM, "cuda: context");
     c->device = device;
-    /* opt-in (TALLOW_CUDA_PDL=1): the matvecs' .nc activation loads are not
-     * safe under PDL (cuda_matvec.cu says what was measured) */
+    /* programmatic dependent launch, on unless TALLOW_CUDA_PDL=0: safe since
+     * the matvecs read activations with weak loads (cuda_matvec.cu) */
     const char *pdl = getenv("TALLOW_CUDA_PDL");
-    c->pdl = pdl && pdl[0] == '1';
+    c->pdl = !(pdl && pdl[0] == '0');
+    c->epi_glu = TLC_EPI_SPLIT; /* measured fastest for GLU (cuda_matvec.cu) */
+    c->epi_acc = TLC_EPI_BLOCK;
+    const char *ac = getenv("TALLOW_CUDA_ATT_CHUNK"); /* tuning: positions per attention split */
+    c->att_chunk = ac && atoi(ac) > 0 ? atoi(ac) : 16;
+    const char *epi = getenv("TALLOW_CUDA_EPI"); /* "G,A": variants for GLU and accumulate */
+    if (epi && epi[0] >= '0' && epi[0] <= '2' && epi[1] == ',' && epi[2] >= '0' && epi[2] <= '2') {
+        c->epi_glu = epi[0] - '0';
+        c->epi_acc = epi[2] - '0';
+    }
     cudaDeviceProp prop;
     if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
         free(c);
@@ -45,6 +54,15 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     }
     cublasSetStream(c->blas, c->stream);
     cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+    if ((e = cudaMalloc(&c->mv_cnt, TLC_MV_GROUPS * sizeof(int))) != cudaSuccess ||
+        (e = cudaMemset(c->mv_cnt, 0, TLC_MV_GROUPS * sizeof(int))) != cudaSuccess) {
+        cudaFree(c->mv_cnt);
+        cublasDestroy(c->blas);
+        cudaStreamDestroy(c->stream);
+        free(c);
+        return tlc_cuda_err(e, "matvec epilogue counters");
+    }
+    c->in_use += TLC_MV_GROUPS * sizeof(int);
     *out = c;
     return TL_OK;
 }
@@ -56,6 +74,7 @@ void tlc_free(tlc_ctx *c) {
         for (int i = 0; i < 1024; i++) cudaEventDestroy(c->prof[i]);
         free(c->prof);
     }
+    cudaFree(c->mv_cnt);
     cublasDestroy(c->blas);
     cudaStreamDestroy(c->stream);
     free(c);

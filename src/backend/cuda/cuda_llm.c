@@ -3,10 +3,15 @@
  *
  * Weights: uploaded once into one device allocation; Q|K|V and gate|up are
  * concatenated into one matrix each when their types agree, so a decode
- * layer is: norm+quantize, QKV matvec, [QK-norm], RoPE (q and k in one
- * launch), KV store, split-K attention, quantize, Wo matvec accumulating
- * into the residual, norm+quantize, gate/up matvec with SiLU fused,
- * quantize, down matvec accumulating into the residual.
+ * layer is six launches (llama): QKV matvec (RMSNorm folded in, RoPE and
+ * the KV store in its epilogue; qwen: + bias / QK-norm, RoPE+KV launches),
+ * split-K attention in one launch (its merge writes the q8_1 of the
+ * output), Wo matvec accumulating into the residual whose epilogue writes
+ * q8_1(x o ffn_norm) and per-32 sums of x^2, gate/up matvec (norm folded)
+ * with SiLU fused, a quantize of the GLU output (a separate launch measured
+ * faster than any fused variant: cuda_matvec.cu), down matvec accumulating
+ * into the residual with the same epilogue for the next layer's (or the
+ * output) norm.
  * Decode (one token) is captured once as a CUDA graph whose first node
  * copies (position, token) from pinned host memory, so a token costs one
  * graph launch; greedy argmax runs in the graph and only the id (or, when
@@ -51,7 +56,9 @@ typedef struct cl_session {
     size_t kv_bytes;
     tlc_arena arena;
     float *x, *xn, *qkv, *att, *gu, *g, *logits;
-    void *xq;
+    void *xq;                   /* q8_1 of the normed residual (QKV, gate/up input) */
+    void *xqb;                  /* q8_1 of attention / GLU output (Wo, down input) */
+    float *ssp;                 /* per-32 sums of x^2 of the residual (folded norms) */
     float *attn_scr;
     void *gemm_scr;
     int32_t *d_io;              /* [0] position, [1..] tokens */
@@ -317,17 +324,18 @@ tl_status llm_cuda_session_init(tl_session *s) {
     /* the output head in row chunks that fit that scratch (eval_all) */
     cs->lg_tok = 32;
     size_t maxk = cl_max(cl_max(e, qd), nff);
-    size_t sizes[12] = {
+    enum { NBUF = 14 };
+    size_t sizes[NBUF] = {
         nb * e * 4, nb * cl_max(e, qd) * 4, nb * qkvd * 4, nb * qd * 4, nb * 2 * nff * 4, nb * nff * 4,
         (size_t)cs->lg_tok * nv * 4, tlc_q8_bytes((int64_t)maxk), tlc_attn_decode_scratch(hp->n_head, hp->head_dim) * 4,
-        gh * 2, (nb + 2) * 4, 16};
+        gh * 2, (nb + 2) * 4, 16, tlc_q8_bytes((int64_t)maxk), (e / 32 + 1) * 4};
     size_t total = 0;
-    for (int i = 0; i < 12; i++) total += cl_align(sizes[i]) + 256;
+    for (int i = 0; i < NBUF; i++) total += cl_align(sizes[i]) + 256;
     if ((st = tlc_arena_init(c, &cs->arena, total, "session activations"))) goto fail;
-    void **ptrs[12] = {(void **)&cs->x, (void **)&cs->xn, (void **)&cs->qkv, (void **)&cs->att, (void **)&cs->gu,
-                       (void **)&cs->g, (void **)&cs->logits, &cs->xq, (void **)&cs->attn_scr, &cs->gemm_scr,
-                       (void **)&cs->d_io, (void **)&cs->d_next};
-    for (int i = 0; i < 12; i++)
+    void **ptrs[NBUF] = {(void **)&cs->x, (void **)&cs->xn, (void **)&cs->qkv, (void **)&cs->att, (void **)&cs->gu,
+                         (void **)&cs->g, (void **)&cs->logits, &cs->xq, (void **)&cs->attn_scr, &cs->gemm_scr,
+                         (void **)&cs->d_io, (void **)&cs->d_next, &cs->xqb, (void **)&cs->ssp};
+    for (int i = 0; i < NBUF; i++)
         if ((st = tlc_arena_push(&cs->arena, sizes[i], "activation", ptrs[i]))) goto fail;
     if ((st = tlc_host_alloc(16, (void **)&cs->h_io))) goto fail;
     const char *pe = getenv("TALLOW_CUDA_PROF");
@@ -427,14 +435,25 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
     for (int il = 0; il < hp->n_layer; il++) {
         const cl_layer *L = &cm->layers[il];
         uint16_t *kc = (uint16_t *)cs->kv + (size_t)il * 2 * kv_layer, *vc = kc + kv_layer;
+        bool rope_done = false;
         if (m == 1) {
-            CL_OP("norm+quant", tlc_act_prep(c, cs->x, L->attn_norm, eps, e, 1, cs->xn, cs->xq));
-            if (L->fused_qkv) {
-                CL_OP("mv qkv", tlc_matvec(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE));
+            /* the residual's q8_1(x o attn_norm) and sums of x^2 come from the
+             * previous down matvec's epilogue (layer 0: from the embedding) */
+            if (il == 0)
+                CL_OP("prep", tlc_act_prep_ss(c, cs->x, L->attn_norm, e, 1, cs->xn, cs->xq, cs->ssp));
+            const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = eps};
+            if (L->fused_qkv && !L->bqkv && !L->q_norm && hp->n_rot == hp->head_dim && !rp.neox) {
+                /* llama: RoPE and the KV store in the QKV matvec's epilogue */
+                const tlc_rope_kv_args ra = {rp, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos};
+                const tlc_mv_fuse fr = {.in_ss = cs->ssp, .eps = eps, .rope = &ra};
+                CL_OP("mv qkv+rope", tlc_matvec_fused(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fr));
+                rope_done = true;
+            } else if (L->fused_qkv) {
+                CL_OP("mv qkv", tlc_matvec_fused(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fin));
             } else {
-                CL_TRY(tlc_matvec(c, &L->wq, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE));
-                CL_TRY(tlc_matvec(c, &L->wk, cs->xn, cs->xq, cs->qkv + qd, TLC_MV_STORE));
-                CL_TRY(tlc_matvec(c, &L->wv, cs->xn, cs->xq, cs->qkv + qd + kvd, TLC_MV_STORE));
+                CL_TRY(tlc_matvec_fused(c, &L->wq, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fin));
+                CL_TRY(tlc_matvec_fused(c, &L->wk, cs->xn, cs->xq, cs->qkv + qd, TLC_MV_STORE, &fin));
+                CL_TRY(tlc_matvec_fused(c, &L->wv, cs->xn, cs->xq, cs->qkv + qd + kvd, TLC_MV_STORE, &fin));
             }
         } else {
             CL_TRY(tlc_act_prep(c, cs->x, L->attn_norm, eps, e, m, cs->xn, NULL));
@@ -451,7 +470,9 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             CL_TRY(tlc_head_rmsnorm(c, cs->qkv, m, qkvd, (int)nh, (int)hd, L->q_norm, eps));
             CL_TRY(tlc_head_rmsnorm(c, cs->qkv + qd, m, qkvd, (int)nkv, (int)hd, L->k_norm, eps));
         }
-        if (m == 1 && hp->n_rot == hp->head_dim) {
+        if (rope_done) {
+            /* done in the QKV epilogue */
+        } else if (m == 1 && hp->n_rot == hp->head_dim) {
             /* decode: rotate q and k and store k, v into the cache in one launch */
             CL_OP("rope+kv", tlc_rope_kv(c, cs->qkv, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos, &rp));
         } else {
@@ -463,18 +484,23 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
         if (m == 1) {
             /* the split merge also writes the q8_1 input of the Wo matvec */
             CL_OP("attention", tlc_attn_decode(c, cs->qkv, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd, s->n_ctx,
-                                               d_pos, scale, cs->attn_scr, cs->att, cs->xq));
-            CL_OP("mv wo", tlc_matvec(c, &L->wo, cs->att, cs->xq, cs->x, TLC_MV_ACCUM));
-            CL_OP("norm+quant", tlc_act_prep(c, cs->x, L->ffn_norm, eps, e, 1, cs->xn, cs->xq));
+                                               d_pos, scale, cs->attn_scr, cs->att, cs->xqb));
+            const tlc_mv_fuse fwo = {.out_norm = L->ffn_norm, .out_f = cs->xn, .out_q = cs->xq, .out_ss = cs->ssp};
+            CL_OP("mv wo", tlc_matvec_fused(c, &L->wo, cs->att, cs->xqb, cs->x, TLC_MV_ACCUM, &fwo));
+            const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = eps};
             if (L->fused_gu) {
-                CL_OP("mv gate+up", tlc_matvec(c, &L->gu, cs->xn, cs->xq, cs->g, TLC_MV_GLU));
+                const tlc_mv_fuse fgu = {.in_ss = cs->ssp, .eps = eps, .out_q = cs->xqb};
+                CL_OP("mv gate+up", tlc_matvec_fused(c, &L->gu, cs->xn, cs->xq, cs->g, TLC_MV_GLU, &fgu));
             } else {
-                CL_TRY(tlc_matvec(c, &L->wg, cs->xn, cs->xq, cs->gu, TLC_MV_STORE));
-                CL_TRY(tlc_matvec(c, &L->wu, cs->xn, cs->xq, cs->gu + nff, TLC_MV_STORE));
+                CL_TRY(tlc_matvec_fused(c, &L->wg, cs->xn, cs->xq, cs->gu, TLC_MV_STORE, &fin));
+                CL_TRY(tlc_matvec_fused(c, &L->wu, cs->xn, cs->xq, cs->gu + nff, TLC_MV_STORE, &fin));
                 CL_TRY(tlc_glu_rows(c, cs->gu, cs->g, 1, nff));
+                CL_TRY(tlc_act_prep(c, cs->g, NULL, 0, nff, 1, NULL, cs->xqb));
             }
-            CL_OP("quant g", tlc_act_prep(c, cs->g, NULL, 0, nff, 1, NULL, cs->xq));
-            CL_OP("mv down", tlc_matvec(c, &L->wd, cs->g, cs->xq, cs->x, TLC_MV_ACCUM));
+            /* the epilogue prepares the next norm: layer il+1's or the output's */
+            const float *next_norm = il + 1 < hp->n_layer ? cm->layers[il + 1].attn_norm : cm->out_norm;
+            const tlc_mv_fuse fdn = {.out_norm = next_norm, .out_f = cs->xn, .out_q = cs->xq, .out_ss = cs->ssp};
+            CL_OP("mv down", tlc_matvec_fused(c, &L->wd, cs->g, cs->xqb, cs->x, TLC_MV_ACCUM, &fdn));
         } else {
             CL_TRY(tlc_attn_prefill(c, cs->qkv, qkvd, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd, s->n_ctx, m,
                                     d_pos, scale, cs->att));
@@ -502,9 +528,14 @@ static tl_status cl_head_last(tl_session *s, int32_t m) {
     cl_model *cm = cs->cm;
     const llm_hparams *hp = &s->model->hp;
     const int64_t e = hp->n_embd;
-    CL_OP("norm+quant", tlc_act_prep(cm->c, cs->x + (int64_t)(m - 1) * e, cm->out_norm, hp->norm_eps, e, 1, cs->xn,
-                                     cs->xq));
-    CL_OP("mv output", tlc_matvec(cm->c, &cm->out, cs->xn, cs->xq, cs->logits, TLC_MV_STORE));
+    if (m == 1) {
+        /* the last down matvec left q8_1(x o out_norm) and the sums of x^2 */
+        const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = hp->norm_eps};
+        CL_OP("mv output", tlc_matvec_fused(cm->c, &cm->out, cs->xn, cs->xq, cs->logits, TLC_MV_STORE, &fin));
+    } else {
+        CL_TRY(tlc_act_prep(cm->c, cs->x + (int64_t)(m - 1) * e, cm->out_norm, hp->norm_eps, e, 1, cs->xn, cs->xq));
+        CL_TRY(tlc_matvec(cm->c, &cm->out, cs->xn, cs->xq, cs->logits, TLC_MV_STORE));
+    }
     CL_OP("argmax", tlc_argmax(cm->c, cs->logits, hp->n_vocab, cs->d_next));
     cs->prof = prof_on;
     return TL_OK;

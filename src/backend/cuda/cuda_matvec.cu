@@ -5,18 +5,29 @@
  * the repacked layout with a stride of 32 units, so one warp-wide load is
  * 512 contiguous bytes; U units per lane are loaded before any is used so
  * R*U*16 bytes per lane are in flight. Weights are loaded with the
- * streaming hint (read once); the activation (a few KB) is read through the
- * read-only (.nc) path and stays in L1. That is only valid while the
- * producer of x has finished before this grid starts, i.e. without
- * programmatic dependent launch (PDL, off by default: see cuda_common.cuh).
- * Measured 2026-11-30 on the H200: with PDL on, .nc reads of x raced with
- * the producer (decode logits of F16/F32 models wrong), and reading x
- * through L2 only (ld.cg) made the matvecs 3-4x slower; a PDL-safe variant
- * (x staged in shared memory) is not written yet. Quantized types dot int8 activations
- * (q8_1: per 32 values d and d*sum) with dp4a; float types use f32 FMA.
+ * streaming hint (read once) before griddepcontrol.wait (programmatic
+ * dependent launch: they are constant, so a matvec streams its weights
+ * while the kernel before it finishes); the activation (a few KB) is read
+ * after the wait with plain loads (L1-cached, ordered by the memory model).
+ * Measured 2026-11-30 on the H200: reading it through the non-coherent path
+ * (__ldg) raced with the producer under PDL (decode logits wrong), and
+ * through L2 only (ld.cg) made the matvecs 3-4x slower; plain loads give
+ * bit-identical logits with PDL and cost ~2% without it. Quantized types
+ * dot int8 activations (q8_1: per 32 values d and d*sum) with dp4a; float
+ * types use f32 FMA.
  * Modes: store, accumulate (residual add fused), GLU (rows i and i+m of a
  * [gate; up] matrix in one warp, silu(g)*u written: the FFN's gate/up/SiLU in
- * one launch). Calls: CUDA. */
+ * one launch).
+ * Fusions (tlc_matvec_fused), which remove every separate norm/quantize
+ * launch from a decode layer:
+ *  - RMSNorm folded in: the product is linear in the activation scale, so
+ *    the producer hands over q8_1(x o g) and per-32 partial sums of x^2, and
+ *    each warp multiplies its dot by rsqrt(sum/n + eps) at the end;
+ *  - q8_1 epilogue: the last block to finish a group of 32 consecutive
+ *    outputs writes their q8_1 block (and, accumulating into the residual,
+ *    y o g_next and the partial sum of y^2 for the next layer's folded
+ *    norm; for GLU, the quantized SiLU(g)*u the down projection reads).
+ * Calls: CUDA. */
 #include "backend/cuda/cuda_common.cuh"
 
 #define MV_WARPS 4
@@ -24,6 +35,13 @@
 __device__ __forceinline__ int dp4a(int a, int b, int c) { return __dp4a(a, b, c); }
 
 __device__ __forceinline__ uint4 ld_stream(const void *p) { return __ldcs((const uint4 *)p); }
+
+/* activation loads: plain (weak) global loads, L1-cached, which the memory
+ * model orders after griddepcontrol.wait. Not __ldg: ld.global.nc requires
+ * the data to be read-only for the kernel's whole lifetime, which is false
+ * under programmatic dependent launch (the producer may still be running
+ * when this grid starts); with .nc, decode logits were wrong (see header). */
+template <typename T> __device__ __forceinline__ T ldx(const T *p) { return *p; }
 
 /* units per row for each type (16 weight bytes each; Q6_K: a 48-byte unit) */
 template <int T> struct mv;
@@ -36,7 +54,7 @@ template <> struct mv<TL_TYPE_F16> {
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *xf,
                                 const int8_t *, const float2 *) {
-        float4 a = __ldg((const float4 *)(xf + u * 8)), b = __ldg((const float4 *)(xf + u * 8 + 4));
+        float4 a = ldx((const float4 *)(xf + u * 8)), b = ldx((const float4 *)(xf + u * 8 + 4));
         const __half2 *h = (const __half2 *)&v.q;
         float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]),
                f3 = __half22float2(h[3]);
@@ -53,7 +71,7 @@ template <> struct mv<TL_TYPE_BF16> {
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *xf,
                                 const int8_t *, const float2 *) {
-        float4 a = __ldg((const float4 *)(xf + u * 8)), b = __ldg((const float4 *)(xf + u * 8 + 4));
+        float4 a = ldx((const float4 *)(xf + u * 8)), b = ldx((const float4 *)(xf + u * 8 + 4));
         const uint32_t *p = (const uint32_t *)&v.q;
         float r = 0;
         r += __uint_as_float(p[0] << 16) * a.x + __uint_as_float(p[0] & 0xffff0000u) * a.y;
@@ -72,7 +90,7 @@ template <> struct mv<TL_TYPE_F32> {
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *xf,
                                 const int8_t *, const float2 *) {
-        float4 a = __ldg((const float4 *)(xf + u * 4));
+        float4 a = ldx((const float4 *)(xf + u * 4));
         return __uint_as_float(v.q.x) * a.x + __uint_as_float(v.q.y) * a.y +
                __uint_as_float(v.q.z) * a.z + __uint_as_float(v.q.w) * a.w;
     }
@@ -89,8 +107,8 @@ template <> struct mv<TL_TYPE_Q4_0> {
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
                                 const int8_t *xq, const float2 *xds) {
-        int4 x0 = __ldg((const int4 *)(xq + u * 32)), x1 = __ldg((const int4 *)(xq + u * 32 + 16));
-        float2 ds = __ldg(xds + u);
+        int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
+        float2 ds = ldx(xds + u);
         int s = 0;
         s = dp4a((int)(v.q.x & 0x0F0F0F0F), x0.x, s);
         s = dp4a((int)(v.q.y & 0x0F0F0F0F), x0.y, s);
@@ -115,8 +133,8 @@ template <> struct mv<TL_TYPE_Q4_1> {
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
                                 const int8_t *xq, const float2 *xds) {
-        int4 x0 = __ldg((const int4 *)(xq + u * 32)), x1 = __ldg((const int4 *)(xq + u * 32 + 16));
-        float2 ds = __ldg(xds + u);
+        int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
+        float2 ds = ldx(xds + u);
         int s = 0;
         s = dp4a((int)(v.q.x & 0x0F0F0F0F), x0.x, s);
         s = dp4a((int)(v.q.y & 0x0F0F0F0F), x0.y, s);
@@ -142,8 +160,8 @@ template <> struct mv<TL_TYPE_Q8_0> {
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
                                 const int8_t *xq, const float2 *xds) {
-        int4 x = __ldg((const int4 *)(xq + u * 16));
-        float2 ds = __ldg(xds + (u >> 1));
+        int4 x = ldx((const int4 *)(xq + u * 16));
+        float2 ds = ldx(xds + (u >> 1));
         int s = 0;
         s = dp4a((int)v.q.x, x.x, s);
         s = dp4a((int)v.q.y, x.y, s);
@@ -191,9 +209,9 @@ template <> struct mv<TL_TYPE_Q4_K> {
         }
         float2 dd = __half22float2(*(const __half2 *)&v.h.x);
         const int8_t *xl = xq + sb * 256 + 64 * j;
-        int4 xa0 = __ldg((const int4 *)xl), xa1 = __ldg((const int4 *)(xl + 16));
-        int4 xb0 = __ldg((const int4 *)(xl + 32)), xb1 = __ldg((const int4 *)(xl + 48));
-        float2 d0 = __ldg(xds + sb * 8 + 2 * j), d1 = __ldg(xds + sb * 8 + 2 * j + 1);
+        int4 xa0 = ldx((const int4 *)xl), xa1 = ldx((const int4 *)(xl + 16));
+        int4 xb0 = ldx((const int4 *)(xl + 32)), xb1 = ldx((const int4 *)(xl + 48));
+        float2 d0 = ldx(xds + sb * 8 + 2 * j), d1 = ldx(xds + sb * 8 + 2 * j + 1);
         int sa = 0, sbb = 0;
         sa = dp4a((int)(v.q0.x & 0x0F0F0F0F), xa0.x, sa);
         sa = dp4a((int)(v.q0.y & 0x0F0F0F0F), xa0.y, sa);
@@ -248,7 +266,7 @@ template <> struct mv<TL_TYPE_Q6_K> {
         float r = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            int4 x = __ldg((const int4 *)(xq + e0 + 32 * k));
+            int4 x = ldx((const int4 *)(xq + e0 + 32 * k));
             const int xs[4] = {x.x, x.y, x.z, x.w};
             int s = 0;
 #pragma unroll
@@ -259,7 +277,7 @@ template <> struct mv<TL_TYPE_Q6_K> {
                 int q = (int)__vsub4(lo | hi, 0x20202020);
                 s = dp4a(q, xs[i], s);
             }
-            float2 ds = __ldg(xds + sb * 8 + 4 * n + k);
+            float2 ds = ldx(xds + sb * 8 + 4 * n + k);
             int scv = (int)(int8_t)((v.sc >> (8 * k)) & 0xFF);
             r += (float)scv * ds.x * (float)s;
         }
@@ -267,27 +285,90 @@ template <> struct mv<TL_TYPE_Q6_K> {
     }
 };
 
-template <int T, int R, int U>
-__global__ void __launch_bounds__(MV_WARPS * 32)
+__device__ __forceinline__ float mv_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float mv_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* The fused prologue/epilogue of a decode matvec (see tlc_mv_fuse). */
+struct mv_fuse_d {
+    const float *in_ss;
+    float eps;
+    const float *out_norm;
+    float *out_f;
+    int8_t *out_q;
+    float *out_ss;
+    /* QKV RoPE + KV store epilogue (rope_on) */
+    int rope_on, nh, nkv, hd;
+    float base, scale;
+    const float *fdiv;
+    __half *kc, *vc;
+    int64_t n_ctx;
+    const int32_t *d_pos;
+};
+
+/* rows r0, r0+1 (an adjacent pair of one head) of [q | k | v]: rotate q/k
+ * at *d_pos and store k/v into the cache; the same arithmetic as rope_kv_k */
+__device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, float &y0, float &y1) {
+    const int head = (int)(r0 / f.hd), a = (int)(r0 % f.hd), p = a / 2;
+    const int64_t pos = __ldcg(f.d_pos);
+    if (pos >= f.n_ctx) return;
+    if (head < f.nh + f.nkv) {
+        float inv = powf(f.base, -2.0f * (float)p / (float)f.hd);
+        if (f.fdiv) inv /= f.fdiv[p];
+        float s, co;
+        sincosf((float)pos / f.scale * inv, &s, &co);
+        const float x0 = y0, x1 = y1;
+        y0 = x0 * co - x1 * s;
+        y1 = x0 * s + x1 * co;
+        if (head >= f.nh) {
+            __half *kr = f.kc + ((int64_t)(head - f.nh) * f.n_ctx + pos) * f.hd;
+            kr[a] = __float2half(y0);
+            kr[a + 1] = __float2half(y1);
+        }
+    } else {
+        __half *vr = f.vc + ((int64_t)(head - f.nh - f.nkv) * f.n_ctx + pos) * f.hd;
+        vr[a] = __float2half(y0);
+        vr[a + 1] = __float2half(y1);
+    }
+}
+
+/* W warps per block, R weight rows per warp (GLU: R/2 outputs, each a gate
+ * row and an up row), U units per lane in flight.
+ * q8_1 epilogue (f.out_q): the blocks of one 32-output group count
+ * themselves in cnt[group] after their outputs are visible (threadfence);
+ * the last one reads the group's 32 outputs back from L2 and writes its
+ * q8_1 block, then zeroes the counter for the next launch. So the fast
+ * layout (4 warps, 2 rows each) stays and no extra launch is needed. */
+template <int T, int R, int U, int W>
+__global__ void __launch_bounds__(W * 32)
 matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xds, float *y, int mode,
-         int64_t n_rows_out) {
+         int64_t n_rows_out, const mv_fuse_d f, int *cnt) {
     typedef mv<T> M;
-    const int lane = threadIdx.x & 31;
+    constexpr int K = R / 2; /* GLU outputs per warp */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     pdl_trigger();
-    const int64_t wid = (int64_t)blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
+    const int64_t wid = (int64_t)blockIdx.x * W + warp;
     const bool glu = mode == TLC_MV_GLU;
     int64_t rows[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = glu ? wid + r * n_rows_out : wid * R + r;
-    const int64_t last_out = glu ? wid : wid * R;
-    if (last_out >= n_rows_out) {
+    for (int r = 0; r < R; r++) rows[r] = glu ? (r < K ? wid * K + r : wid * K + (r - K) + n_rows_out) : wid * R + r;
+    const int64_t first_out = glu ? wid * K : wid * R;
+    const bool live = first_out < n_rows_out;
+    if (!live && !f.out_q) {
         pdl_wait();
         return;
     }
-    const int64_t nu = M::units(w.n_in);
+    const int64_t nu = live ? M::units(w.n_in) : 0;
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    float sc = 1.0f;
+    if (!live) pdl_wait();
     for (int64_t base = 0; base < nu; base += 32 * U) {
         typename M::W v[U][R];
 #pragma unroll
@@ -298,8 +379,16 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
                 if (u < nu && rows[r] < w.n_out) v[k][r] = M::load(w, rows[r], u);
         }
         /* the first loads (weights only) are in flight; now wait for the
-         * kernels that produce x (and y, when accumulating) */
-        if (base == 0) pdl_wait();
+         * kernels that produce x (and y, when accumulating), and fold the
+         * input's RMSNorm: W (x o g) * rsqrt(mean(x^2) + eps) */
+        if (base == 0) {
+            pdl_wait();
+            if (f.in_ss) {
+                float s = 0;
+                for (int64_t i = lane; i < w.n_in / 32; i += 32) s += f.in_ss[i];
+                sc = rsqrtf(mv_warp_sum(s) / (float)w.n_in + f.eps);
+            }
+        }
 #pragma unroll
         for (int k = 0; k < U; k++) {
             int64_t u = base + k * 32 + lane;
@@ -309,54 +398,174 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
         }
     }
 #pragma unroll
-    for (int r = 0; r < R; r++)
-        for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-    if (lane != 0) return;
-    if (glu) {
-        float g = acc[0], u = acc[1];
-        y[wid] = g / (1.0f + __expf(-g)) * u;
-        return;
-    }
+    for (int r = 0; r < R; r++) acc[r] = mv_warp_sum(acc[r]) * sc;
+    if (lane == 0 && live) {
+        if (glu) {
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        int64_t row = rows[r];
-        if (row >= w.n_out) break;
-        if (mode == TLC_MV_ACCUM) y[row] += acc[r];
-        else y[row] = acc[r];
+            for (int k = 0; k < K; k++) {
+                int64_t o = wid * K + k;
+                if (o >= n_rows_out) break;
+                float g = acc[k], u = acc[K + k];
+                y[o] = g / (1.0f + __expf(-g)) * u;
+            }
+        } else {
+            if (R == 2 && f.rope_on) mv_rope_pair(f, rows[0], acc[0], acc[1]);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                int64_t row = rows[r];
+                if (row >= w.n_out) break;
+                if (mode == TLC_MV_ACCUM) y[row] += acc[r];
+                else y[row] = acc[r];
+            }
+        }
+    }
+    if (!f.out_q) return;
+    const int per_block = glu ? W * K : W * R; /* outputs per block */
+    int64_t grp;
+    float o;
+    if (per_block == 32) {
+        /* the block owns its group: outputs through shared memory */
+        __shared__ float sv[32];
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < (glu ? K : R); r++) {
+                const int64_t oi = glu ? wid * K + r : rows[r];
+                sv[oi & 31] = y[oi]; /* this thread's own store: visible to itself */
+            }
+        }
+        __syncthreads();
+        if (warp != 0) return;
+        grp = blockIdx.x;
+        o = sv[lane];
+    } else {
+        /* is this block the last of its 32-output group? */
+        __shared__ int last;
+        if (lane == 0) __threadfence();
+        __syncthreads();
+        grp = (int64_t)blockIdx.x * per_block / 32;
+        if (threadIdx.x == 0) last = atomicAdd(&cnt[grp], 1) == 32 / per_block - 1;
+        __syncthreads();
+        if (!last || warp != 0) return;
+        __threadfence();
+        o = __ldcg(y + grp * 32 + lane);
+    }
+    const int64_t i = grp * 32 + lane;
+    const float xv = f.out_norm ? o * f.out_norm[i] : o;
+    if (f.out_f) f.out_f[i] = xv;
+    const float d = mv_warp_max(fabsf(xv)) / 127.0f;
+    const int qi = d > 0.0f ? __float2int_rn(xv / d) : 0;
+    f.out_q[i] = (int8_t)qi;
+    const float sq = mv_warp_sum((float)qi);
+    const float ss = mv_warp_sum(o * o);
+    if (lane == 0) {
+        ((float2 *)(f.out_q + n_rows_out))[grp] = make_float2(d, d * sq);
+        if (f.out_ss) f.out_ss[grp] = ss;
+        if (per_block != 32) cnt[grp] = 0;
     }
 }
 
+/* epilogue: TLC_EPI_SPLIT (a separate act_prep_ss launch), TLC_EPI_COUNT
+ * (the last block of each group, 4-warp blocks), TLC_EPI_BLOCK (blocks of
+ * exactly 32 outputs: GLU 4 warps x 8 outputs (K-quants 8 x 4), accumulate
+ * 16 warps x 2 rows) */
 template <int T>
 static cudaError_t mv_launch(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq,
-                      const float2 *xds, float *y, int mode) {
-    constexpr int R = 2;
-    constexpr int U = (T == TL_TYPE_Q6_K || T == TL_TYPE_Q4_K) ? 2 : 4;
-    int64_t n_out = mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out;
-    int64_t warps = mode == TLC_MV_GLU ? n_out : (n_out + R - 1) / R;
-    return tlc_launch(c, matvec_k<T, R, U>, dim3(tlc_div_up(warps, MV_WARPS)), dim3(MV_WARPS * 32), 0, *w, xf, xq,
-                      xds, y, mode, n_out);
+                             const float2 *xds, float *y, int mode, const mv_fuse_d &f) {
+    constexpr bool KQ = T == TL_TYPE_Q6_K || T == TL_TYPE_Q4_K;
+    const int64_t n_out = mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out;
+    const int epi = mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc;
+    if (f.out_q && epi == TLC_EPI_BLOCK) {
+        if (mode == TLC_MV_GLU) /* K-quants: 8 warps x 4 outputs (16 rows would spill) */
+            return KQ ? tlc_launch(c, matvec_k<T, 8, 1, 8>, dim3(tlc_div_up(n_out, 32)), dim3(256), 0, *w, xf, xq, xds,
+                                   y, mode, n_out, f, c->mv_cnt)
+                      : tlc_launch(c, matvec_k<T, 16, 1, 4>, dim3(tlc_div_up(n_out, 32)), dim3(128), 0, *w, xf, xq, xds,
+                                   y, mode, n_out, f, c->mv_cnt);
+        return tlc_launch(c, matvec_k<T, 2, KQ ? 2 : 4, 16>, dim3(tlc_div_up(n_out, 32)), dim3(512), 0, *w, xf, xq, xds,
+                          y, mode, n_out, f, c->mv_cnt);
+    }
+    constexpr int R = 2, U = KQ ? 2 : 4;
+    const int64_t warps = mode == TLC_MV_GLU ? n_out : (n_out + R - 1) / R;
+    return tlc_launch(c, matvec_k<T, R, U, MV_WARPS>, dim3(tlc_div_up(warps, MV_WARPS)), dim3(MV_WARPS * 32), 0, *w,
+                      xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
+}
+
+void tlc_set_mv_epilogue(tlc_ctx *c, int glu, int acc) {
+    c->epi_glu = glu;
+    c->epi_acc = acc;
 }
 
 tl_status tlc_matvec(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y,
                      int mode) {
+    return tlc_matvec_fused(c, w, xf, xq, y, mode, NULL);
+}
+
+tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y, int mode,
+                           const tlc_mv_fuse *fz) {
     const int8_t *q8 = (const int8_t *)xq;
     const float2 *ds = xq ? (const float2 *)((const uint8_t *)xq + w->n_in) : NULL;
     bool quant = !(w->type == TL_TYPE_F16 || w->type == TL_TYPE_BF16 || w->type == TL_TYPE_F32);
     if (quant && !xq) return tl_err(TL_ERR_INVALID, "cuda: matvec %s needs the q8_1 activation", tl_type_name(w->type));
     if (!quant && !xf) return tl_err(TL_ERR_INVALID, "cuda: matvec %s needs the f32 activation", tl_type_name(w->type));
     if (mode == TLC_MV_GLU && (w->n_out & 1)) return tl_err(TL_ERR_INVALID, "cuda: GLU matvec with odd row count");
+    mv_fuse_d f = {};
+    if (fz) {
+        f.in_ss = fz->in_ss;
+        f.eps = fz->eps;
+        if (fz->in_ss && w->n_in % 32)
+            return tl_err(TL_ERR_INVALID, "cuda: matvec: folded RMSNorm needs n_in %% 32 == 0 (n_in %lld)",
+                          (long long)w->n_in);
+        if (fz->out_q) {
+            int64_t n_out = mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out;
+            if (n_out % 32 || n_out / 32 > TLC_MV_GROUPS)
+                return tl_err(TL_ERR_INVALID, "cuda: matvec: q8_1 epilogue needs %% 32 outputs, at most %d groups "
+                              "(%lld outputs)", TLC_MV_GROUPS, (long long)n_out);
+            if (mode == TLC_MV_GLU && (fz->out_norm || fz->out_ss || fz->out_f))
+                return tl_err(TL_ERR_INVALID, "cuda: matvec: the GLU epilogue only quantizes");
+            f.out_norm = fz->out_norm;
+            f.out_f = fz->out_f;
+            f.out_q = (int8_t *)fz->out_q;
+            f.out_ss = fz->out_ss;
+        }
+    }
+    /* the split variant: the plain kernel, then a separate quantize launch */
+    const bool split = f.out_q && (mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc) == TLC_EPI_SPLIT;
+    mv_fuse_d fq = f;
+    if (split) f.out_q = NULL;
+    if (fz && fz->rope) {
+        const tlc_rope_kv_args *ra = fz->rope;
+        const int hd = ra->head_dim;
+        if (mode != TLC_MV_STORE || fz->out_q || ra->p.neox || ra->p.n_rot != hd || (hd & 1) ||
+            w->n_out != (int64_t)(ra->n_head + 2 * ra->n_kv_head) * hd)
+            return tl_err(TL_ERR_INVALID, "cuda: matvec: the RoPE+KV epilogue needs a stored [q|k|v] matvec with "
+                          "adjacent-pair rotation of whole heads (rows %lld, head_dim %d, n_rot %d)",
+                          (long long)w->n_out, hd, ra->p.n_rot);
+        f.rope_on = 1;
+        f.nh = ra->n_head;
+        f.nkv = ra->n_kv_head;
+        f.hd = hd;
+        f.base = ra->p.base;
+        f.scale = ra->p.scale > 0 ? ra->p.scale : 1.0f;
+        f.fdiv = ra->p.freq_div;
+        f.kc = (__half *)ra->kc;
+        f.vc = (__half *)ra->vc;
+        f.n_ctx = ra->n_ctx;
+        f.d_pos = ra->d_pos;
+    }
     cudaError_t e = cudaSuccess;
     switch (w->type) {
-    case TL_TYPE_F16: e = mv_launch<TL_TYPE_F16>(c, w, xf, q8, ds, y, mode); break;
-    case TL_TYPE_BF16: e = mv_launch<TL_TYPE_BF16>(c, w, xf, q8, ds, y, mode); break;
-    case TL_TYPE_F32: e = mv_launch<TL_TYPE_F32>(c, w, xf, q8, ds, y, mode); break;
-    case TL_TYPE_Q4_0: e = mv_launch<TL_TYPE_Q4_0>(c, w, xf, q8, ds, y, mode); break;
-    case TL_TYPE_Q4_1: e = mv_launch<TL_TYPE_Q4_1>(c, w, xf, q8, ds, y, mode); break;
-    case TL_TYPE_Q8_0: e = mv_launch<TL_TYPE_Q8_0>(c, w, xf, q8, ds, y, mode); break;
-    case TL_TYPE_Q4_K: e = mv_launch<TL_TYPE_Q4_K>(c, w, xf, q8, ds, y, mode); break;
-    case TL_TYPE_Q6_K: e = mv_launch<TL_TYPE_Q6_K>(c, w, xf, q8, ds, y, mode); break;
+    case TL_TYPE_F16: e = mv_launch<TL_TYPE_F16>(c, w, xf, q8, ds, y, mode, f); break;
+    case TL_TYPE_BF16: e = mv_launch<TL_TYPE_BF16>(c, w, xf, q8, ds, y, mode, f); break;
+    case TL_TYPE_F32: e = mv_launch<TL_TYPE_F32>(c, w, xf, q8, ds, y, mode, f); break;
+    case TL_TYPE_Q4_0: e = mv_launch<TL_TYPE_Q4_0>(c, w, xf, q8, ds, y, mode, f); break;
+    case TL_TYPE_Q4_1: e = mv_launch<TL_TYPE_Q4_1>(c, w, xf, q8, ds, y, mode, f); break;
+    case TL_TYPE_Q8_0: e = mv_launch<TL_TYPE_Q8_0>(c, w, xf, q8, ds, y, mode, f); break;
+    case TL_TYPE_Q4_K: e = mv_launch<TL_TYPE_Q4_K>(c, w, xf, q8, ds, y, mode, f); break;
+    case TL_TYPE_Q6_K: e = mv_launch<TL_TYPE_Q6_K>(c, w, xf, q8, ds, y, mode, f); break;
     default: return tl_err(TL_ERR_UNSUPPORTED, "cuda: matvec: type %s not supported", tl_type_name(w->type));
     }
     TLC_TRY(e, "matvec");
+    if (split)
+        return tlc_act_prep_ss(c, y, fq.out_norm, mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out, 1, fq.out_f,
+                               fq.out_q, fq.out_ss);
     return TL_OK;
 }

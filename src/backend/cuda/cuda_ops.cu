@@ -61,10 +61,48 @@ __global__ void act_prep_k(const float *x, const float *nw, float eps, int64_t n
     }
 }
 
+/* one warp per 32 values: v = x o w -> f32, q8_1 block, sum of x^2 */
+__global__ void act_prep_ss_k(const float *x, const float *nw, int64_t n, int64_t n_chunks, float *out_f,
+                              int8_t *out_q, size_t q_stride, float *out_ss) {
+    pdl_trigger();
+    pdl_wait();
+    const int lane = threadIdx.x & 31;
+    const int64_t ch = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (ch >= n_chunks) return;
+    const int64_t per_row = n / 32, row = ch / per_row, cr = ch % per_row, i = cr * 32 + lane;
+    const float o = x[row * n + i];
+    const float v = nw ? o * nw[i] : o;
+    if (out_f) out_f[row * n + i] = v;
+    if (out_q) {
+        int8_t *q = out_q + row * q_stride;
+        float d = warp_max(fabsf(v)) / 127.0f;
+        int qi = d > 0.0f ? __float2int_rn(v / d) : 0;
+        q[i] = (int8_t)qi;
+        float sq = warp_sum((float)qi);
+        if (lane == 0) ((float2 *)(q + n))[cr] = make_float2(d, d * sq);
+    }
+    if (out_ss) {
+        float ss = warp_sum(o * o);
+        if (lane == 0) out_ss[ch] = ss;
+    }
+}
+
+tl_status tlc_act_prep_ss(tlc_ctx *c, const float *x, const float *norm_w, int64_t n, int64_t n_rows,
+                          float *out_f, void *out_q, float *out_ss) {
+    if (n % 32) return tl_err(TL_ERR_INVALID, "cuda: act_prep_ss: n=%lld not a multiple of 32", (long long)n);
+    const int64_t chunks = n_rows * (n / 32);
+    if (chunks <= 0) return TL_OK;
+    TLC_TRY(tlc_launch(c, act_prep_ss_k, dim3(tlc_div_up(chunks, 8)), dim3(256), 0, x, norm_w, n, chunks, out_f,
+                       (int8_t *)out_q, tlc_q8_bytes(n), out_ss), "act_prep_ss");
+    return TL_OK;
+}
+
 tl_status tlc_act_prep(tlc_ctx *c, const float *x, const float *norm_w, float eps, int64_t n,
                        int64_t n_rows, float *out_f, void *out_q) {
     if (out_q && n % 32) return tl_err(TL_ERR_INVALID, "cuda: act_prep: n=%lld not a multiple of 32", (long long)n);
     if (n_rows <= 0) return TL_OK;
+    /* no norm: a plain quantization, spread over many blocks */
+    if (!norm_w && n % 32 == 0) return tlc_act_prep_ss(c, x, NULL, n, n_rows, out_f, out_q, NULL);
     int th = n >= 1024 ? 1024 : (n >= 256 ? 256 : 64);
     TLC_TRY(tlc_launch(c, act_prep_k, dim3((unsigned)n_rows), dim3(th), 0, x, norm_w, eps, n, out_f, (int8_t *)out_q,
                        tlc_q8_bytes(n)), "act_prep");
@@ -176,15 +214,38 @@ tl_status tlc_kv_store(tlc_ctx *c, const float *k, const float *v, int64_t n_tok
     return TL_OK;
 }
 
+/* one block: each thread scans float4 chunks tid, tid + 1024, ... with 8
+ * loads in flight (the logits sit in L2; a dependent load per element made
+ * this 33 us for a 128k vocabulary), then a tree over the block */
+__device__ __forceinline__ void am_take(float v, int64_t i, float &best, int64_t &bi) {
+    if (bi < 0 || v > best) { best = v; bi = i; } /* increasing i per thread: first hit is lowest */
+}
+
 __global__ void argmax_k(const float *x, int64_t n, int32_t *out) {
     pdl_trigger();
     pdl_wait();
     float best = -INFINITY;
     int64_t bi = -1;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = x[i];
-        if (v > best || bi < 0) { best = v; bi = i; } /* strided order: first hit is lowest */
+    const int64_t n4 = ((uintptr_t)x & 15) ? 0 : n / 4;
+    const float4 *x4 = (const float4 *)x;
+    for (int64_t c0 = threadIdx.x; c0 < n4; c0 += 8 * (int64_t)blockDim.x) {
+        float4 v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int64_t ci = c0 + k * (int64_t)blockDim.x;
+            v[k] = ci < n4 ? x4[ci] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int64_t ci = c0 + k * (int64_t)blockDim.x;
+            if (ci >= n4) break;
+            am_take(v[k].x, 4 * ci, best, bi);
+            am_take(v[k].y, 4 * ci + 1, best, bi);
+            am_take(v[k].z, 4 * ci + 2, best, bi);
+            am_take(v[k].w, 4 * ci + 3, best, bi);
+        }
     }
+    for (int64_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) am_take(x[i], i, best, bi);
     __shared__ float sv[1024];
     __shared__ int64_t si[1024];
     sv[threadIdx.x] = best;

@@ -356,6 +356,7 @@ __global__ void f32_to_bf16_k(const float *x, __nv_bfloat16 *y, int64_t n) {
 }
 
 size_t tlc_gemm_scratch_halves(const tlc_weight *w, int64_t n_tok) {
+    if (w->type == TL_TYPE_F32) return 128; /* SGEMM on the weight as it is */
     size_t wh = (w->type == TL_TYPE_F16 || w->type == TL_TYPE_BF16) ? 0 : (size_t)w->n_in * w->n_out;
     return wh + (size_t)n_tok * w->n_in + 128;
 }
@@ -376,6 +377,18 @@ tl_status tlc_gemm(tlc_ctx *c, const tlc_weight *w, const float *x, int64_t n_to
 tl_status tlc_gemm_ex(tlc_ctx *c, const tlc_weight *w, const float *x, int64_t n_tok, float *y,
                       int64_t ldy, int mode, void *scratch) {
     if (n_tok <= 0) return TL_OK;
+    float alpha = 1.0f, beta = (mode & TLC_MV_ACCUM) ? 1.0f : 0.0f;
+    if (w->type == TL_TYPE_F32) {
+        /* f32 weights stay f32 (full-precision SGEMM): an f32 model is the
+         * precision reference, e.g. the HF tiny fixtures */
+        cublasStatus_t bs = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, (int)n_tok, (int)w->n_in,
+                                         &alpha, w->q, CUDA_R_32F, (int)w->n_in, x, CUDA_R_32F, (int)w->n_in, &beta, y,
+                                         CUDA_R_32F, (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (bs != CUBLAS_STATUS_SUCCESS)
+            return tl_err(TL_ERR_BACKEND, "cuda: cublasGemmEx f32 %lldx%lldx%lld failed: status %d",
+                          (long long)w->n_out, (long long)n_tok, (long long)w->n_in, (int)bs);
+        return TL_OK;
+    }
     bool bf = w->type == TL_TYPE_BF16;
     const void *wa;
     __half *xs;
@@ -394,7 +407,6 @@ tl_status tlc_gemm_ex(tlc_ctx *c, const tlc_weight *w, const float *x, int64_t n
     else
         f32_to_f16_k<<<tlc_div_up(nx, 256), 256, 0, c->stream>>>(x, xs, nx);
     TLC_LAUNCH_CHECK("gemm: convert activations");
-    float alpha = 1.0f, beta = (mode & TLC_MV_ACCUM) ? 1.0f : 0.0f;
     cudaDataType_t dt = bf ? CUDA_R_16BF : CUDA_R_16F;
     /* column-major view: Y^T [n_out x n_tok] = W [n_in x n_out]^T * X^T [n_in x n_tok] */
     cublasStatus_t bs = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, (int)n_tok,
