@@ -23,9 +23,16 @@ flips a few roundings. So:
     (llama.cpp's own f16->f32 KV change reaches 0.86);
   * free-running greedy follows llama.cpp's up to its first near-tie.
 tallow evaluates with n_batch 512, so the long prompt is also split into two
-chunks across the window boundary."""
+chunks across the window boundary.
+
+CLI level (tests/fixtures/gemma3_run_ref.json, make_gemma3_run_ref.py: four
+more prompts, llama.cpp's 32-token greedy ids with each piece's bytes and
+margin): `tallow run --temp 0 -n 32` must print, after the prompt, llama.cpp's
+greedy text at least up to llama.cpp's first near-tie (margin <= NEAR_TIE);
+how much further the two texts agree is reported."""
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -51,4 +58,25 @@ check = Checker()
 for p in ref["prompts"]:
     compare_prompt(m, p, nv, check, MAX_TOL, RMS_TOL, NEAR_TIE)
 m.close()
+
+BIN = os.environ.get("TALLOW_BIN", os.path.join(ROOT, "build", "tallow"))
+run_ref = json.load(open(os.path.join(fx, "gemma3_run_ref.json")))
+for k, p in enumerate(run_ref["prompts"]):
+    pieces = [bytes.fromhex(h) for h, eog in zip(p["gen_pieces_hex"], p["gen_is_eog"]) if not eog]
+    near = [i for i, mg in enumerate(p["gen_margins"]) if mg <= NEAR_TIE]
+    first_tie = near[0] if near else len(pieces)
+    want_sure, want_all = b"".join(pieces[:first_tie]), b"".join(pieces)
+    r = subprocess.run([BIN, "run", "-m", model_path, "-p", p["text"], "-n", str(len(p["gen_ids"])), "--temp", "0",
+                        "-t", "2"], capture_output=True, timeout=600)
+    out = r.stdout
+    ok = r.returncode == 0 and out.startswith(p["text"].encode())
+    got = out[len(p["text"].encode()):]
+    got = got[:-1] if got.endswith(b"\n") else got  # run ends its output with a newline
+    common = 0
+    while common < min(len(got), len(want_all)) and got[common] == want_all[common]:
+        common += 1
+    check(ok and got.startswith(want_sure),
+          f"run prompt {k}: `tallow run --temp 0` text equals llama.cpp's greedy text up to its first near-tie "
+          f"(token {first_tie}, {len(want_sure)} bytes); common prefix {common}/{len(want_all)} bytes "
+          f"(llama.cpp: {want_all[:60]!r}, tallow: {got[:60]!r})")
 sys.exit(check.finish())
