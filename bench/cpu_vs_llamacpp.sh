@@ -5,9 +5,11 @@
 # every model and thread count this runs llama-bench and `tallow bench` back to back with the same
 # prompt/generation lengths and repetitions, then prints one table with the ratio.
 #
-# Usage: bench/cpu_vs_llamacpp.sh [-p 512] [-n 128] [-r 3] [-t "1 2"] [MODEL.gguf ...]
+# Usage: bench/cpu_vs_llamacpp.sh [-p 512] [-n 128] [-r 3] [-t "1 2"] [--all-types] [MODEL.gguf ...]
 #   default models: models/SmolLM2-135M-Instruct.{Q4_1,Q8_0,F16}.gguf (those present; the Q8_0
-#   and F16 files are made from Q4_1 with `bench/cpu_vs_llamacpp.sh --make-variants`)
+#   and F16 files are made from Q4_1 with `bench/cpu_vs_llamacpp.sh --make-variants`, which also
+#   makes the Q5_0 ... IQ4_XS variants below from the F16 file)
+#   --all-types: every SmolLM2 variant present (ALL_TYPES below) and models/gemma-3-270m-Q4_K_M.gguf
 #   env: TALLOW=path/to/tallow (default build/tallow), LLAMA_BIN=dir with llama-bench
 #        (default build-llamacpp/bin), OUT=dir for the raw logs (default build-llamacpp/bench-logs)
 # Needs: bench/build_llamacpp.sh done, tallow built, python3 (to parse/print).
@@ -24,11 +26,15 @@ N=128
 R=3
 THREADS="1 2"
 MODELS=()
+ALL=0
+VARIANT_TYPES="Q5_0 Q5_1 Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_NL IQ4_XS"
+ALL_TYPES="Q4_1 Q8_0 F16 $VARIANT_TYPES"
 
 die() { echo "cpu_vs_llamacpp: $*" >&2; exit 1; }
 
 make_variants() {
     local src=$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf q=$LLAMA_BIN/llama-quantize
+    mkdir -p "$OUT"
     [ -f "$src" ] || die "$src missing: run scripts/fetch_model.sh"
     [ -x "$q" ] || die "$q missing: run bench/build_llamacpp.sh"
     for t in Q8_0 F16; do
@@ -42,6 +48,18 @@ make_variants() {
         mv "$dst.tmp" "$dst"
         echo "cpu_vs_llamacpp: wrote $dst"
     done
+    # the other weight types, from F16 (llama-quantize falls back to Q5_0/Q5_1/IQ4_NL/Q8_0 for
+    # the 576-wide rows that 256-element K-quant blocks cannot cover, as for any such model)
+    local f16=$ROOT/models/SmolLM2-135M-Instruct.F16.gguf
+    for t in $VARIANT_TYPES; do
+        local dst=$ROOT/models/SmolLM2-135M-Instruct.$t.gguf
+        if [ -s "$dst" ]; then echo "cpu_vs_llamacpp: $dst exists"; continue; fi
+        local log=$OUT/quantize-$t.log tmp=$dst.$$.tmp
+        "$q" --allow-requantize "$f16" "$tmp" "$t" 1 >"$log" 2>&1 \
+            || { rm -f "$tmp"; tail -5 "$log" >&2; die "llama-quantize $t failed (log: $log)"; }
+        mv "$tmp" "$dst"
+        echo "cpu_vs_llamacpp: wrote $dst"
+    done
 }
 
 while [ $# -gt 0 ]; do
@@ -51,6 +69,7 @@ while [ $# -gt 0 ]; do
     -r) R=$2; shift 2 ;;
     -t) THREADS=$2; shift 2 ;;
     --make-variants) make_variants; exit 0 ;;
+    --all-types) ALL=1; shift ;;
     -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) MODELS+=("$1"); shift ;;
@@ -59,7 +78,14 @@ done
 
 [ -x "$TALLOW" ] || die "tallow not found at $TALLOW (build it, or set TALLOW=...)"
 [ -x "$LLAMA_BIN/llama-bench" ] || die "$LLAMA_BIN/llama-bench missing: run bench/build_llamacpp.sh"
-if [ ${#MODELS[@]} -eq 0 ]; then
+if [ $ALL = 1 ]; then
+    for t in $ALL_TYPES; do
+        f=$ROOT/models/SmolLM2-135M-Instruct.$t.gguf
+        if [ -f "$f" ]; then MODELS+=("$f"); else echo "# skipping $t: $f missing (--make-variants)" >&2; fi
+    done
+    f=$ROOT/models/gemma-3-270m-Q4_K_M.gguf
+    if [ -f "$f" ]; then MODELS+=("$f"); else echo "# skipping $f: missing" >&2; fi
+elif [ ${#MODELS[@]} -eq 0 ]; then
     for t in Q4_1 Q8_0 F16; do
         f=$ROOT/models/SmolLM2-135M-Instruct.$t.gguf
         [ -f "$f" ] && MODELS+=("$f")

@@ -5,6 +5,7 @@
  * The reference dequantizers are themselves checked against the gguf
  * package in test_quant_ref.py, so this chain ends outside our code. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,12 +20,15 @@ static float frand(void) {
     return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 
-static void test_matmul(tl_threadpool *tp, tl_type type, int64_t k, int64_t n, int64_t m) {
+/* extreme: weights +-1 (mostly +1, a -1 first) and activations all 1, so
+ * most quants sit at their largest magnitude and every product has the
+ * same sign: the worst case for the prefill kernels' int16 partial sums */
+static void test_matmul_x(tl_threadpool *tp, tl_type type, int64_t k, int64_t n, int64_t m, bool extreme) {
     const quant_kernels *ref = quant_kernels_ref(type);
     CHECK(ref != NULL, "no kernels for %s", tl_type_name(type));
     if (!ref) return;
     float *wf = malloc(sizeof(float) * (size_t)(k * n));
-    for (int64_t i = 0; i < k * n; i++) wf[i] = frand();
+    for (int64_t i = 0; i < k * n; i++) wf[i] = extreme ? (i % 7 == 0 ? -1.0f : 1.0f) : frand();
     size_t row = tl_row_bytes(type, k);
     uint8_t *wq = malloc(row * (size_t)n);
     for (int64_t r = 0; r < n; r++) ref->from_float(wf + r * k, wq + r * row, k);
@@ -32,7 +36,7 @@ static void test_matmul(tl_threadpool *tp, tl_type type, int64_t k, int64_t n, i
     float *wd = malloc(sizeof(float) * (size_t)(k * n));
     for (int64_t r = 0; r < n; r++) ref->to_float(wq + r * row, wd + r * k, k);
     float *x = malloc(sizeof(float) * (size_t)(k * m)), *xr = malloc(sizeof(float) * (size_t)(k * m));
-    for (int64_t i = 0; i < k * m; i++) x[i] = frand();
+    for (int64_t i = 0; i < k * m; i++) x[i] = extreme ? 1.0f : frand();
     const quant_kernels *vt = quant_kernels_ref(ref->vec_dot_type);
     uint8_t *xq = malloc(tl_row_bytes(ref->vec_dot_type, k) + 64);
     for (int64_t j = 0; j < m; j++) {
@@ -62,11 +66,15 @@ static void test_matmul(tl_threadpool *tp, tl_type type, int64_t k, int64_t n, i
         }
     /* float accumulation over k terms of size ~1: relative error ~ k * 2^-24, with margin;
      * Q8_1 activations keep their sum s = d*sum(q) in fp16, adding ~1e-3 relative to the min term */
-    double tol = (type == TL_TYPE_Q4_1 ? 2e-3 : 1e-4) * (max_ref + 1);
-    CHECK(max_err <= tol, "matmul %s k=%lld n=%lld m=%lld: max err %g (tol %g)", tl_type_name(type), (long long)k,
-          (long long)n, (long long)m, max_err, tol);
+    double tol = (type == TL_TYPE_Q4_1 || type == TL_TYPE_Q5_1 ? 2e-3 : 1e-4) * (max_ref + 1);
+    CHECK(max_err <= tol, "matmul %s k=%lld n=%lld m=%lld%s: max err %g (tol %g)", tl_type_name(type), (long long)k,
+          (long long)n, (long long)m, extreme ? " (extreme values)" : "", max_err, tol);
     ops_ctx_free(&c);
     free(wf), free(wq), free(wd), free(x), free(xr), free(xq), free(y);
+}
+
+static void test_matmul(tl_threadpool *tp, tl_type type, int64_t k, int64_t n, int64_t m) {
+    test_matmul_x(tp, type, k, n, m, false);
 }
 
 /* window > 0: a query at position p sees keys at p - window < i <= p (gemma3's
@@ -131,11 +139,31 @@ int main(void) {
     for (int i = 0; i < 1000; i++) bad += hits[i] != 200;
     CHECK(bad == 0, "thread pool: %d indices not visited exactly 200 times", bad);
 
-    const tl_type types[] = {TL_TYPE_F32, TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_Q8_0, TL_TYPE_Q4_0, TL_TYPE_Q4_1};
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        test_matmul(tp, types[t], 64, 37, 1);
-        test_matmul(tp, types[t], 256, 50, 7);
-        test_matmul(tp, types[t], 576, 33, 40);
+    /* every weight type the engine runs, at 1..3 threads; token counts
+     * 1 (decode) and 3 (the one-token kernels), 7 and 13 (4-token groups
+     * plus a ragged tail), 40 (more than one token block); row counts not a
+     * multiple of the row block */
+    const tl_type types[] = {TL_TYPE_F32,  TL_TYPE_F16,  TL_TYPE_BF16, TL_TYPE_Q8_0,   TL_TYPE_Q4_0,
+                             TL_TYPE_Q4_1, TL_TYPE_Q5_0, TL_TYPE_Q5_1, TL_TYPE_IQ4_NL, TL_TYPE_MXFP4,
+                             TL_TYPE_Q2_K, TL_TYPE_Q3_K, TL_TYPE_Q4_K, TL_TYPE_Q5_K,   TL_TYPE_Q6_K,
+                             TL_TYPE_IQ4_XS};
+    for (int nt = 1; nt <= 3; nt++) {
+        tl_threadpool *tpn;
+        CHECK(tl_threadpool_init(nt, &tpn) == TL_OK, "threadpool %d", nt);
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            const bool kq = tl_type_get(types[t])->blck == 256;
+            test_matmul(tpn, types[t], kq ? 256 : 64, 37, 1);
+            test_matmul(tpn, types[t], kq ? 512 : 576, 37, 1); /* decode: blocks in 4s and a tail */
+            test_matmul(tpn, types[t], kq ? 256 : 160, 21, 3);
+            test_matmul(tpn, types[t], 256, 50, 7);
+            test_matmul(tpn, types[t], kq ? 512 : 576, 33, 13);
+            if (nt == 3) test_matmul(tpn, types[t], kq ? 1536 : 576, 33, 40);
+            if (nt == 2) {
+                test_matmul_x(tpn, types[t], 512, 20, 8, true);
+                test_matmul_x(tpn, types[t], 512, 20, 1, true);
+            }
+        }
+        tl_threadpool_free(tpn);
     }
     test_attention(tp, 1, 0, 4, 2, 64, 0);
     test_attention(tp, 5, 0, 4, 4, 32, 0);

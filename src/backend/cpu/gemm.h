@@ -5,9 +5,14 @@
  * block's nibbles are unpacked and its scales converted once per 4 tokens.
  * The activations' fp16 block scales are converted to float once per matmul
  * (gemm_prep_scales) into a [n_blocks][8] table per group of 4 tokens:
- * d0..d3 then s0..s3 (s: Q8_1's d*sum(q); 0 for Q8_0). The integer sums
- * and per-block float scaling are the vec_dot kernels', so results agree
- * with them up to float summation order.
+ * d0..d3 then s0..s3 (s: Q8_1's d*sum(q) as stored in fp16; for Q8_0,
+ * d*sum(q) in float, which lets Q4_0 / Q5_0 use their weights unsigned).
+ * Weight types with Q8_K activations (K-quants, IQ4_XS) read the float
+ * scale and per-16 sums from the Q8_K blocks themselves and take no table
+ * (ds is NULL). Integer sums are exact and the per-block float scaling is
+ * the vec_dot kernels', so results agree with them up to float rounding
+ * (summation order; Q4_0 / Q5_0 add their -8 / -16 offset term in float);
+ * tests/test_ops.c checks every type against float64.
  * Owns nothing. Calls: quant block layouts. */
 #ifndef TL_BACKEND_CPU_GEMM_H
 #define TL_BACKEND_CPU_GEMM_H
@@ -18,7 +23,8 @@
 #include "tensor/dtype.h"
 
 /* s[t] = dot(w[0..n), y_t[0..n)) for t < 4; w in its type, y_t in its
- * vec_dot_type; ds is the scale table of these 4 activation rows. */
+ * vec_dot_type; ds is the scale table of these 4 activation rows (Q8_0 /
+ * Q8_1 activations; unused for Q8_K). */
 typedef void (*gemm_1x4_fn)(int64_t n, float *s, const void *w, const uint8_t *y, size_t y_stride,
                             const float *ds);
 
@@ -28,6 +34,16 @@ gemm_1x4_fn gemm_get_1x4(tl_type t);
 /* Fill ds [n/32][8] for 4 activation rows y, y + y_stride, ... of type at
  * (Q8_0 or Q8_1) with n elements each. */
 void gemm_prep_scales(tl_type at, int64_t n, const uint8_t *y, size_t y_stride, float *ds);
+
+/* One token (decode, or prefill of fewer than 4 tokens): s = dot(w, y)
+ * with ds1 this row's [n/32][2] table (d, s as in the 4-token table). */
+typedef void (*gemm_1x1_fn)(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
+
+/* The 1x1 kernel for weight type t on this CPU, or NULL (use vec_dot). */
+gemm_1x1_fn gemm_get_1x1(tl_type t);
+
+/* Fill ds1 [n/32][2] for one activation row y of type at (Q8_0 / Q8_1). */
+void gemm_prep_scales1(tl_type at, int64_t n, const uint8_t *y, float *ds1);
 
 /* F16 weights (prefill): s[t] = dot(w, y + t*y_stride) for t < 4, and the
  * single-row form; y is f32 holding f16-rounded values. NULL if this CPU

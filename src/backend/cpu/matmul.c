@@ -24,7 +24,9 @@ typedef struct mm_task {
     const uint8_t *xq;    /* converted activations [m][xrow bytes] */
     size_t xrow;
     const float *x;       /* source activations, for the conversion pass */
-    float *gscale;        /* per 4-token group scale tables for the 1x4 kernels, or NULL */
+    float *gscale;        /* per 4-token group scale tables for the 1x4 kernels (Q8_0/Q8_1), or NULL */
+    bool g4;              /* every weight has a 1x4 kernel for its type */
+    bool g1;              /* m < 4 and every weight has a 1x1 kernel: gscale holds [m][k/32][2] */
     bool f16_gemm;        /* F16 weights, xq holds f16-rounded f32 activations */
     int64_t k;
     int64_t m;
@@ -90,7 +92,7 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
     const int64_t k = t->k;
     const uint8_t *wd = w->data;
     float *y = t->y[wi];
-    const gemm_1x4_fn g4 = t->gscale ? gemm_get_1x4(w->type) : NULL;
+    const gemm_1x4_fn g4 = t->g4 ? gemm_get_1x4(w->type) : NULL;
     const int64_t nb = k / 32;
     for (int64_t mb = 0; mb < t->m; mb += MM_TOK_BLOCK) {
         int64_t me = mb + MM_TOK_BLOCK < t->m ? mb + MM_TOK_BLOCK : t->m;
@@ -102,7 +104,8 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
                     const uint8_t *xj = t->xq + (size_t)j * t->xrow;
                     for (int64_t r = rb; r < re; r++) {
                         float o[4];
-                        g4(k, o, wd + (size_t)r * w->nb[1], xj, t->xrow, t->gscale + (j / 4) * nb * 8);
+                        g4(k, o, wd + (size_t)r * w->nb[1], xj, t->xrow,
+                           t->gscale ? t->gscale + (j / 4) * nb * 8 : NULL);
                         for (int q = 0; q < 4; q++) y[(j + q) * n_out + r] = o[q];
                     }
                 }
@@ -110,7 +113,13 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
             for (; j < me; j++) {
                 const uint8_t *xj = t->xq + (size_t)j * t->xrow;
                 float *yj = y + j * n_out;
-                for (int64_t r = rb; r < re; r++) dot(k, &yj[r], wd + (size_t)r * w->nb[1], xj);
+                if (t->g1) {
+                    const gemm_1x1_fn g1 = gemm_get_1x1(w->type);
+                    const float *ds1 = t->gscale + j * nb * 2;
+                    for (int64_t r = rb; r < re; r++) g1(k, &yj[r], wd + (size_t)r * w->nb[1], xj, ds1);
+                } else {
+                    for (int64_t r = rb; r < re; r++) dot(k, &yj[r], wd + (size_t)r * w->nb[1], xj);
+                }
             }
         }
     }
@@ -186,17 +195,26 @@ tl_status ops_matmul_multi(ops_ctx *c, const tl_tensor *const *ws, int n_w, cons
         const quant_kernels *conv = quant_kernels_get(vt);
         if (!conv || !conv->from_float)
             return tl_err(TL_ERR_UNSUPPORTED, "ops_matmul: no CPU conversion to %s", tl_type_name(vt));
-        /* the 1x4 prefill kernels apply when every weight has one (all share vt) */
-        bool g4 = m >= 4 && t.k % 32 == 0 && (vt == TL_TYPE_Q8_0 || vt == TL_TYPE_Q8_1) &&
-                  (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
+        /* the 1x4 prefill kernels apply when every weight has one (all share
+         * vt); Q8_0/Q8_1 activations need a scale table, Q8_K carry theirs */
+        const bool q8 = vt == TL_TYPE_Q8_0 || vt == TL_TYPE_Q8_1;
+        bool g4 = m >= 4 && (vt == TL_TYPE_Q8_K || (q8 && t.k % 32 == 0 &&
+                                                    (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n));
         for (int i = 0; i < n_w && g4; i++) g4 = gemm_get_1x4(ws[i]->type) != NULL;
-        t.gscale = g4 ? c->gscale : NULL;
+        t.g4 = g4;
+        /* fewer than 4 tokens (decode): the 1x1 kernels, with a per-token table */
+        bool g1 = m < 4 && q8 && t.k % 32 == 0 && (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
+        for (int i = 0; i < n_w && g1; i++) g1 = gemm_get_1x1(ws[i]->type) != NULL;
+        t.g1 = g1;
+        t.gscale = (g4 && q8) || g1 ? c->gscale : NULL;
         mm_task ct = t;
         ct.qk[0] = conv;
         if (m == 1)
             conv->from_float(x, c->wbuf, t.k);
         else
             tl_threadpool_run(c->tp, mm_convert_task, &ct);
+        for (int64_t j = 0; j < m && g1; j++)
+            gemm_prep_scales1(vt, t.k, t.xq + (size_t)j * t.xrow, t.gscale + j * (t.k / 32) * 2);
     }
     tl_threadpool_run(c->tp, mm_dot_task, &t);
     return TL_OK;
