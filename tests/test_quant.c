@@ -429,6 +429,11 @@ static void test_simd_from_float(void) {
             printf("  %-5s from_float: no SIMD kernel\n", tl_type_name(ts[k]));
             continue;
         }
+        /* Q8_0/Q8_1's SIMD quantizers serve activations only and follow the
+         * reference engine's SIMD rounding rule, whose scalar twin is *_act_ref */
+        quant_from_float_fn ref_ff = ts[k] == TL_TYPE_Q8_0   ? quant_q8_0_act_from_float_ref
+                                     : ts[k] == TL_TYPE_Q8_1 ? quant_q8_1_act_from_float_ref
+                                                             : kr->from_float;
         int n_bad = 0, n_cmp = 0;
         const int kinds = 8;
         for (int kind = 0; kind < kinds; kind++) {
@@ -441,7 +446,7 @@ static void test_simd_from_float(void) {
                 uint8_t *a = malloc(bytes), *b = malloc(bytes);
                 memset(a, 0xAA, bytes);
                 memset(b, 0x55, bytes);
-                kr->from_float(x, a, n);
+                ref_ff(x, a, n);
                 kf->from_float(x, b, n);
                 n_cmp++;
                 if (memcmp(a, b, bytes) != 0) {
@@ -461,6 +466,77 @@ static void test_simd_from_float(void) {
                n_bad ? "NO" : "yes");
         CHECK(n_bad == 0, "%s: SIMD quantizer differs on %d of %d rows", tl_type_name(ts[k]), n_bad, n_cmp);
     }
+}
+
+/* The two Q8 rounding rules on a block where x * id hits exact halves
+ * (amax 127 makes id 1 under both): the weight rule rounds 2.5 -> 3 and
+ * -3.5 -> -4 (away from zero), the activation rule 2.5 -> 2, -3.5 -> -4
+ * (to even). The AVX2 activation quantizer must follow the second (the
+ * scalar engine, TALLOW_SIMD=scalar, uses the first, like the reference
+ * engine's generic build). */
+static void test_q8_rules(void) {
+    float x[32] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 1.5f};
+    uint8_t a[sizeof(float) * 32], b[sizeof(float) * 32];
+    quant_quantize(TL_TYPE_Q8_0, x, a, 32);
+    quant_q8_0_act_from_float_ref(x, b, 32);
+    const int8_t *qa = (const int8_t *)(a + 2), *qb = (const int8_t *)(b + 2); /* after the fp16 d */
+    CHECK(qa[1] == 3 && qa[2] == -4 && qa[3] == 1 && qa[4] == -1 && qa[5] == 2,
+          "q8_0 weight rule: halves away from zero (got %d %d %d %d %d)", qa[1], qa[2], qa[3], qa[4], qa[5]);
+    CHECK(qb[1] == 2 && qb[2] == -4 && qb[3] == 0 && qb[4] == 0 && qb[5] == 2,
+          "q8_0 activation rule: halves to even (got %d %d %d %d %d)", qb[1], qb[2], qb[3], qb[4], qb[5]);
+    const quant_kernels *kf = quant_kernels_get(TL_TYPE_Q8_0);
+    if (strcmp(quant_simd_name(), "avx2") != 0) return;
+    uint8_t c[sizeof(float) * 32];
+    kf->from_float(x, c, 32);
+    CHECK(memcmp(b, c, tl_row_bytes(TL_TYPE_Q8_0, 32)) == 0, "q8_0 %s activation quantizer follows the activation rule",
+          quant_simd_name());
+}
+
+/* Our activation quantizers vs llama.cpp's own (tests/fixtures/
+ * q8_act_llamacpp.bin, made by make_q8_act_llamacpp.py from its AVX2
+ * quantize_row_q8_0/q8_1): the scalar activation twins byte for byte, and
+ * the AVX2 from_float too when this CPU runs it. */
+static void test_q8_act_vs_llamacpp(void) {
+    FILE *f = fopen("tests/fixtures/q8_act_llamacpp.bin", "rb");
+    CHECK(f != NULL, "fixture tests/fixtures/q8_act_llamacpp.bin missing (run from the repo root)");
+    if (!f) return;
+    int32_t hdr[2] = {0, 0};
+    size_t got = fread(hdr, sizeof hdr[0], 2, f);
+    const int32_t rows = hdr[0], n = hdr[1];
+    CHECK(got == 2 && rows > 0 && rows < 1000 && n > 0 && n % 32 == 0 && n <= 4096, "fixture header");
+    if (got != 2 || rows <= 0 || rows >= 1000 || n <= 0 || n % 32 || n > 4096) {
+        fclose(f);
+        return;
+    }
+    const size_t nx = (size_t)rows * (size_t)n, b0 = (size_t)n / 32 * 34, b1 = (size_t)n / 32 * 36;
+    float *x = malloc(nx * sizeof *x);
+    uint8_t *r0 = malloc((size_t)rows * b0), *r1 = malloc((size_t)rows * b1), *y = malloc(b1);
+    int ok = x && r0 && r1 && y && fread(x, sizeof *x, nx, f) == nx && fread(r0, b0, (size_t)rows, f) == (size_t)rows &&
+             fread(r1, b1, (size_t)rows, f) == (size_t)rows;
+    fclose(f);
+    CHECK(ok, "fixture truncated");
+    const bool simd = strcmp(quant_simd_name(), "avx2") == 0;
+    int bad_ref0 = 0, bad_ref1 = 0, bad_simd0 = 0, bad_simd1 = 0;
+    for (int32_t i = 0; ok && i < rows; i++) {
+        const float *xi = x + (size_t)i * (size_t)n;
+        quant_q8_0_act_from_float_ref(xi, y, n);
+        bad_ref0 += memcmp(y, r0 + (size_t)i * b0, b0) != 0;
+        quant_q8_1_act_from_float_ref(xi, y, n);
+        bad_ref1 += memcmp(y, r1 + (size_t)i * b1, b1) != 0;
+        if (!simd) continue;
+        quant_kernels_get(TL_TYPE_Q8_0)->from_float(xi, y, n);
+        bad_simd0 += memcmp(y, r0 + (size_t)i * b0, b0) != 0;
+        quant_kernels_get(TL_TYPE_Q8_1)->from_float(xi, y, n);
+        bad_simd1 += memcmp(y, r1 + (size_t)i * b1, b1) != 0;
+    }
+    printf("  q8_0/q8_1 activations vs llama.cpp on %d rows: scalar twin %d/%d rows differ, %s %d/%d\n", rows,
+           bad_ref0, bad_ref1, simd ? "avx2" : "(no avx2)", bad_simd0, bad_simd1);
+    CHECK(bad_ref0 == 0 && bad_ref1 == 0, "scalar activation twins differ from llama.cpp");
+    CHECK(bad_simd0 == 0 && bad_simd1 == 0, "AVX2 activation quantizers differ from llama.cpp");
+    free(x);
+    free(r0);
+    free(r1);
+    free(y);
 }
 
 /* ------------------------------------------------------------- API */
@@ -538,6 +614,8 @@ int main(void) {
     if (!have_simd)
         printf("SKIP avx2 half: %s\n", tl_cpu_has_avx2_fma() ? "TALLOW_SIMD=scalar" : "CPU lacks AVX2+FMA+F16C");
     test_dots(have_simd);
+    test_q8_rules();
+    test_q8_act_vs_llamacpp();
     if (have_simd) test_simd_from_float();
     const char *b = getenv("TALLOW_QUANT_BENCH");
     if (b && *b && strcmp(b, "0") != 0) bench();

@@ -45,5 +45,11 @@ const char *quant_simd_name(void);
 tl_status quant_dequantize(tl_type t, const void *src, float *dst, int64_t n);
 /* Convenience: quantize n elements to type t with the reference quantizer. */
 tl_status quant_quantize(tl_type t, const float *src, void *dst, int64_t n);
+/* Scalar twins of the SIMD activation quantizers for Q8_0/Q8_1 (id =
+ * 127/amax, halves rounded to even: the reference engine's SIMD rule, which
+ * differs from from_float's in about 1 block in 10^4): the oracle the AVX2
+ * from_float of those types is tested against. */
+void quant_q8_0_act_from_float_ref(const float *src, void *dst, int64_t n);
+void quant_q8_1_act_from_float_ref(const float *src, void *dst, int64_t n);
 
 #endif

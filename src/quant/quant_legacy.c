@@ -190,28 +190,37 @@ void quant_q5_1_from_float(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* ---- Q8_0 / Q8_1: d = amax/127, q = round-half-away(x/d) ---- */
+/* ---- Q8_0 / Q8_1: d = amax/127, q = round-half-away(x/d) ----
+ * Two rounding rules exist in the reference engine: its scalar quantizer
+ * (weights, the gguf package) uses id = 1/d and rounds halves away from zero;
+ * its SIMD activation quantizer uses id = 127/amax and rounds halves to even.
+ * Both are kept: from_float is the first (files stay byte-identical), and
+ * the *_act_ref twins are the second, the oracle for our AVX2 activation
+ * quantizer, so activations round exactly as the reference engine's do. */
 
-static float q8_block(const float *x, int8_t *qs, int *sum) {
+static float q8_block_rule(const float *x, int8_t *qs, int *sum, bool act) {
     float amax = 0.0f;
     for (int j = 0; j < QK; j++) {
         float a = fabsf(x[j]);
         if (a > amax) amax = a;
     }
     float d = amax / 127.0f;
-    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float id = act ? (amax != 0.0f ? 127.0f / amax : 0.0f) : (d != 0.0f ? 1.0f / d : 0.0f);
     int s = 0;
     for (int j = 0; j < QK; j++) {
         /* the clamp changes nothing for finite input (|x * id| <= 127 up to
          * rounding) but makes inf/NaN/subnormal-scale input defined: NaN
          * goes to -127 exactly as the SIMD max/min sequence does */
-        int q = quant_round_away(fminf(fmaxf(x[j] * id, -127.0f), 127.0f));
+        float v = fminf(fmaxf(x[j] * id, -127.0f), 127.0f);
+        int q = act ? (int)nearbyintf(v) : quant_round_away(v); /* nearbyint: ties to even (default mode) */
         qs[j] = (int8_t)q;
         s += q;
     }
     *sum = s;
     return d;
 }
+
+static float q8_block(const float *x, int8_t *qs, int *sum) { return q8_block_rule(x, qs, sum, false); }
 
 void quant_q8_0_to_float(const void *src, float *dst, int64_t n) {
     const blk_q8_0 *b = src;
@@ -240,6 +249,22 @@ void quant_q8_1_from_float(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n / QK; i++, src += QK) {
         int sum;
         float d = q8_block(src, b[i].qs, &sum);
+        b[i].d = F2H(d);
+        b[i].s = F2H((float)sum * d);
+    }
+}
+
+void quant_q8_0_act_from_float_ref(const float *src, void *dst, int64_t n) {
+    blk_q8_0 *b = dst;
+    int sum;
+    for (int64_t i = 0; i < n / QK; i++, src += QK) b[i].d = F2H(q8_block_rule(src, b[i].qs, &sum, true));
+}
+
+void quant_q8_1_act_from_float_ref(const float *src, void *dst, int64_t n) {
+    blk_q8_1 *b = dst;
+    for (int64_t i = 0; i < n / QK; i++, src += QK) {
+        int sum;
+        float d = q8_block_rule(src, b[i].qs, &sum, true);
         b[i].d = F2H(d);
         b[i].s = F2H((float)sum * d);
     }

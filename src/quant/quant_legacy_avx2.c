@@ -263,16 +263,6 @@ void quant_dot_q5_1_q8_1_avx2(int64_t n, float *s, const void *vx, const void *v
 
 /* ---- activation quantizers, bit-exact with quant_q8_{0,1}_from_float ---- */
 
-/* x * id rounded half away from zero, as int32 (|x * id| <= 127) */
-static inline __m256i round_away(__m256 v) {
-    const __m256 signbit = _mm256_set1_ps(-0.0f);
-    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m256 frac = _mm256_andnot_ps(signbit, _mm256_sub_ps(v, t)); /* exact */
-    __m256 step = _mm256_or_ps(_mm256_and_ps(v, signbit), _mm256_set1_ps(1.0f));
-    __m256 up = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), step);
-    return _mm256_cvttps_epi32(_mm256_add_ps(t, up));
-}
-
 /* quantize one block of 32 floats; returns d, stores qs and the sum of qs */
 static inline float q8_block_avx2(const float *x, int8_t *qs, int *sum) {
     const __m256 signbit = _mm256_set1_ps(-0.0f);
@@ -285,13 +275,17 @@ static inline float q8_block_avx2(const float *x, int8_t *qs, int *sum) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float d = _mm_cvtss_f32(m) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    /* the reference engine's SIMD activation rule (id = 127/amax, halves to
+     * even), not its scalar one: see quant_q8_0_act_from_float_ref */
+    const float amax_s = _mm_cvtss_f32(m);
+    const float d = amax_s / 127.0f;
+    const float id = amax_s != 0.0f ? 127.0f / amax_s : 0.0f;
     const __m256 vid = _mm256_set1_ps(id);
     __m256i q[4];
     const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
     for (int k = 0; k < 4; k++)
-        q[k] = round_away(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[k], vid), lo), hi));
+        q[k] = _mm256_cvttps_epi32(_mm256_round_ps(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[k], vid), lo), hi),
+                                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     __m256i s32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
     s4 = _mm_hadd_epi32(s4, s4);
