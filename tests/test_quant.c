@@ -293,20 +293,22 @@ static void test_roundtrip(void) {
                expect_bound < 0 && t != TL_TYPE_F32 && t != TL_TYPE_F16 && t != TL_TYPE_BF16
                    ? " (no per-element bound; rmse checked)" : "");
         CHECK(worst <= 1.0, "%s: error %.3f x its bound", tl_type_name(t), worst);
-        CHECK(rmse < 0.3, "%s: rmse %.4f", tl_type_name(t), rmse); /* 2 bits: ~0.26 */
+        CHECK(rmse < 0.3, "%s: rmse %.4f", tl_type_name(t), rmse); /* 2 bits: ~0.29 */
     }
     /* types without a simple per-element bound: IQ4_NL must beat Q4_0 (same
      * size, better codebook); K-quants must be in their bits' neighbourhood */
     double wr;
     double r_iq4 = rmse_of(TL_TYPE_IQ4_NL, x, n, &wr);
     CHECK(r_iq4 < rmse_q4_0, "iq4_nl rmse %.5f not below q4_0's %.5f", r_iq4, rmse_q4_0);
-    /* K-quants: ours are not the reference engine's quantizers, so bound
-     * them (a) absolutely, at what they achieve on N(0,1) plus ~8%, and (b)
+    /* K-quants (and IQ4): byte-identical to llama.cpp's quantizers, checked
+     * in tests/test_quant_llamacpp.c; here bound them (a) absolutely, at
+     * what they achieve on N(0,1) plus ~8% (Q2_K: llama.cpp's search
+     * minimizes |x|-weighted absolute error, so its rmse is ~0.287), and (b)
      * relative to the legacy type of the same bits, which they must beat
      * (finer scales) -- a packing bug would blow both */
     double r_q4_1 = rmse_of(TL_TYPE_Q4_1, x, n, &wr), r_q5_1 = rmse_of(TL_TYPE_Q5_1, x, n, &wr);
     const struct { tl_type t; double max_rmse, must_beat; } kq[] = {
-        {TL_TYPE_Q2_K, 0.285, 1e9},        {TL_TYPE_Q3_K, 0.152, rmse_q4_0 * 2.0},
+        {TL_TYPE_Q2_K, 0.31, 1e9},         {TL_TYPE_Q3_K, 0.152, rmse_q4_0 * 2.0},
         {TL_TYPE_Q4_K, 0.0755, r_q4_1},    {TL_TYPE_Q5_K, 0.038, r_q5_1},
         {TL_TYPE_Q6_K, 0.0182, rmse_q5_0 / 2.0}, {TL_TYPE_IQ4_XS, 0.0805, rmse_q4_0},
     };

@@ -6,11 +6,13 @@
  * checked bit for bit against the gguf package). Q8_K's quantizer is the
  * reference engine's (d = max/-127 from the signed largest value, round to
  * nearest even), because it shapes every K-quant dot's result. The weight
- * quantizers are our own (the reference engine's iterative searches are not
- * reproduced): per sub-block a least-squares fit over a small grid of
- * candidate scales, then the sub-block scales quantized against the
- * super-block's fp16 scale, then the values requantized with the scales as
- * stored. Their error is checked against bounds in tests/test_quant.c.
+ * quantizers reproduce the reference engine's (llama.cpp's quantizers
+ * without an importance matrix) byte for byte: the same per-sub-block
+ * searches, float operations in the same order, its round-to-nearest trick,
+ * the sub-block scales quantized against the unrounded super-block scale,
+ * then the values requantized with the scales as stored. Checked byte for
+ * byte against llama.cpp's output in tests/test_quant.c (fixture
+ * tests/fixtures/kquant_quantize_llamacpp.bin).
  * Dots: per super-block exact integer sums, then float scaling and float
  * accumulation in block order (the AVX2 twins compute the same integers, so
  * they agree bit for bit). Calls: base/fp16. */
@@ -22,8 +24,6 @@
 
 #define H2F tl_fp16_to_fp32
 #define F2H tl_fp32_to_fp16
-
-static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* ------------------------------------------------------------------ Q8_K */
 
@@ -63,123 +63,201 @@ void quant_q8_k_from_float(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* ------------------------------------------------- sub-block fitting */
 
-/* x ~= s * q - m with q in 0..nmax, m >= 0 (the K-quant min is subtracted):
- * least squares over candidate step counts nmax-1 .. nmax+1. Returns s. */
-static float fit_asym(const float *x, int n, int nmax, float *m_out) {
+/* ------------------------------------------------- sub-block fitting */
+/* Byte compatibility with the reference engine depends on every float
+ * operation below happening in this order, in float (no double, no FMA:
+ * quant_internal.h turns contraction off). */
+
+#define KQ_EPS 1e-15f /* a group whose largest magnitude is below this is zero */
+
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Round to nearest, ties to even, the way the reference does it: adding
+ * 1.5 * 2^23 leaves the rounded integer in the low mantissa bits. Exact for
+ * |f| < 2^22; beyond that (or for NaN) it wraps exactly as the reference's
+ * does, so even such input gives the same bytes. */
+static inline int kq_round(float f) {
+    const float v = f + 12582912.0f;
+    int32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return (bits & 0x007fffff) - 0x00400000;
+}
+
+/* x ~= s * L - m with L in 0..nmax, m >= 0, per-element weights w. Start
+ * from the range [min(x, 0), max(x)]; then for nstep + 1 stretched step
+ * counts (nmax + rmin + rdelta * k) round, refit s and the offset by
+ * weighted least squares and keep the fit with the smallest weighted error
+ * (squared, or absolute when mad). A kept fit's offset becomes the origin
+ * of the later candidates (the reference does this too). Returns s, sets
+ * *m_out and L (n <= 32). */
+static float kq_fit_min(const float *x, const float *w, int n, int nmax, float rmin, float rdelta, int nstep,
+                        int mad, uint8_t *L, float *m_out) {
     float lo = x[0], hi = x[0];
+    float sw = w[0], swx = w[0] * x[0];
     for (int i = 1; i < n; i++) {
-        lo = x[i] < lo ? x[i] : lo;
-        hi = x[i] > hi ? x[i] : hi;
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+        sw += w[i];
+        swx += w[i] * x[i];
     }
     if (lo > 0.0f) lo = 0.0f;
-    if (hi <= lo) {
+    if (hi == lo) {
+        memset(L, 0, (size_t)n);
         *m_out = -lo;
         return 0.0f;
     }
-    float best_s = (hi - lo) / (float)nmax, best_b = lo, best_err = INFINITY;
-    for (int t = -10; t <= 10; t++) {
-        const float iscale = ((float)nmax + 0.1f * (float)t) / (hi - lo);
-        double sq = 0, sqq = 0, sx = 0, sxq = 0;
-        int q[QK_K];
+    float iscale = (float)nmax / (hi - lo);
+    float scale = 1.0f / iscale;
+    float best = 0.0f;
+    for (int i = 0; i < n; i++) {
+        L[i] = (uint8_t)clampi(kq_round(iscale * (x[i] - lo)), 0, nmax);
+        float e = scale * (float)L[i] + lo - x[i];
+        e = mad ? fabsf(e) : e * e;
+        best += w[i] * e;
+    }
+    uint8_t cand[32];
+    for (int k = 0; k <= nstep; k++) {
+        iscale = (rmin + rdelta * (float)k + (float)nmax) / (hi - lo);
+        float sl = 0.0f, sl2 = 0.0f, sxl = 0.0f;
         for (int i = 0; i < n; i++) {
-            q[i] = clampi((int)lrintf((x[i] - lo) * iscale), 0, nmax);
-            sq += q[i];
-            sqq += (double)q[i] * q[i];
-            sx += x[i];
-            sxq += (double)x[i] * q[i];
+            const int l = clampi(kq_round(iscale * (x[i] - lo)), 0, nmax);
+            const float fl = (float)l;
+            cand[i] = (uint8_t)l;
+            sl += w[i] * fl;
+            sl2 += w[i] * fl * fl;
+            sxl += w[i] * fl * x[i];
         }
-        double det = n * sqq - sq * sq;
-        if (det <= 0) continue;
-        double s = (n * sxq - sq * sx) / det;
-        double b = (sqq * sx - sq * sxq) / det;
-        if (b > 0) { /* the offset must be <= 0: refit the scale alone */
-            b = 0;
-            s = sqq > 0 ? sxq / sqq : 0;
+        const float det = sw * sl2 - sl * sl;
+        if (!(det > 0.0f)) continue;
+        float s = (sw * sxl - swx * sl) / det;
+        float off = (sl2 * swx - sl * sxl) / det;
+        if (off > 0.0f) { /* the offset may only subtract: refit the scale alone */
+            off = 0.0f;
+            s = sxl / sl2;
         }
-        if (s <= 0) continue;
-        double err = 0;
+        float err = 0.0f;
         for (int i = 0; i < n; i++) {
-            /* evaluate with nearest q for this (s, b), as the final pass will */
-            int qq = clampi((int)lrint((x[i] - b) / s), 0, nmax);
-            double e = s * qq + b - x[i];
-            err += e * e;
+            float e = s * (float)cand[i] + off - x[i];
+            e = mad ? fabsf(e) : e * e;
+            err += w[i] * e;
         }
-        if (err < best_err) {
-            best_err = (float)err;
-            best_s = (float)s;
-            best_b = (float)b;
+        if (err < best) {
+            memcpy(L, cand, (size_t)n);
+            best = err;
+            scale = s;
+            lo = off;
         }
     }
-    *m_out = -best_b;
-    return best_s;
+    *m_out = -lo;
+    return scale;
 }
 
-/* x ~= s * q with q in -nneg..npos; s is signed (the largest magnitude maps
- * to the -nneg side, which has the extra level). Returns s. */
-static float fit_sym(const float *x, int n, int nneg, int npos) {
+/* x ~= s * (L - nmax) with L - nmax in -nmax..nmax-1, weights x^2: the
+ * largest magnitude maps to -nmax, then 18 nearby step counts (nmax +
+ * 0.1k) are tried, each scored by the least-squares gain sumlx^2 / suml2.
+ * Returns s (signed), L in 0..2nmax-1 (all 0 for a zero group). */
+static float kq_fit_sym(const float *x, int n, int nmax, int8_t *L) {
     float amax = 0.0f, max = 0.0f;
-    for (int i = 0; i < n; i++)
-        if (fabsf(x[i]) > amax) {
-            amax = fabsf(x[i]);
+    for (int i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        if (a > amax) {
+            amax = a;
             max = x[i];
         }
-    if (amax == 0.0f) return 0.0f;
-    float best_s = max / -(float)nneg, best_err = INFINITY;
-    for (int t = -10; t <= 10; t++) {
-        const float iscale = -((float)nneg + 0.1f * (float)t) / max;
-        double sxq = 0, sqq = 0;
+    }
+    if (amax < KQ_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    float iscale = (float)-nmax / max;
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const int l = clampi(kq_round(iscale * x[i]), -nmax, nmax - 1);
+        const float w = x[i] * x[i], fl = (float)l;
+        L[i] = (int8_t)(l + nmax);
+        sumlx += w * x[i] * fl;
+        suml2 += w * fl * fl;
+    }
+    float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int t = -9; t <= 9; t++) {
+        if (t == 0) continue;
+        iscale = -((float)nmax + 0.1f * (float)t) / max;
+        sumlx = suml2 = 0.0f;
         for (int i = 0; i < n; i++) {
-            int q = clampi((int)lrintf(x[i] * iscale), -nneg, npos);
-            sxq += (double)x[i] * q;
-            sqq += (double)q * q;
+            const float fl = (float)clampi(kq_round(iscale * x[i]), -nmax, nmax - 1);
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * fl;
+            suml2 += w * fl * fl;
         }
-        if (sqq <= 0) continue;
-        double s = sxq / sqq, err = 0;
-        for (int i = 0; i < n; i++) {
-            int q = clampi((int)lrint(x[i] / s), -nneg, npos);
-            double e = s * q - x[i];
-            err += e * e;
-        }
-        if (err < best_err) {
-            best_err = (float)err;
-            best_s = (float)s;
+        if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + clampi(kq_round(iscale * x[i]), -nmax, nmax - 1));
+            scale = sumlx / suml2;
+            best = scale * sumlx;
         }
     }
-    return best_s;
+    return scale;
 }
 
-/* quantize sub-block scales s[0..n) >= 0 to 0..L against d = max/L (fp16) */
-static uint16_t quant_scales_unsigned(const float *s, int n, int L, int *ls) {
-    float mx = 0.0f;
-    for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-    uint16_t dh = F2H(mx / (float)L);
-    float d = H2F(dh);
-    for (int j = 0; j < n; j++) ls[j] = d > 0.0f ? clampi((int)lrintf(s[j] / d), 0, L) : 0;
-    return dh;
-}
-
-/* signed scales to lo..hi against d = (largest-magnitude scale) / lo */
-static uint16_t quant_scales_signed(const float *s, int n, int lo, int hi, int *ls) {
+/* Q3_K's 16-value groups: L - 4 in -4..3 from the largest magnitude, then
+ * up to 5 sweeps that move single values to their best level when that
+ * raises the weighted (x^2) least-squares gain. Returns s, L in 0..7 (all
+ * 0 for a zero group). */
+static float kq_fit_q3(const float *x, int8_t *L) {
+    const int n = 16, nmax = 4;
     float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < n; j++)
-        if (fabsf(s[j]) > amax) {
-            amax = fabsf(s[j]);
-            max = s[j];
+    for (int i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        if (a > amax) {
+            amax = a;
+            max = x[i];
         }
-    uint16_t dh = F2H(max / (float)lo);
-    float d = H2F(dh);
-    for (int j = 0; j < n; j++) ls[j] = d != 0.0f ? clampi((int)lrintf(s[j] / d), lo, hi) : 0;
-    return dh;
+    }
+    if (amax < KQ_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    const float iscale = (float)-nmax / max;
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const int l = clampi(kq_round(iscale * x[i]), -nmax, nmax - 1);
+        const float w = x[i] * x[i];
+        L[i] = (int8_t)l;
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    for (int sweep = 0; sweep < 5; sweep++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * (float)L[i];
+            if (!(slx > 0.0f)) continue;
+            float sl2 = suml2 - w * (float)L[i] * (float)L[i];
+            const int nl = clampi(kq_round(x[i] * sl2 / slx), -nmax, nmax - 1);
+            if (nl == L[i]) continue;
+            slx += w * x[i] * (float)nl;
+            sl2 += w * (float)nl * (float)nl;
+            if (sl2 > 0.0f && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                L[i] = (int8_t)nl;
+                sumlx = slx;
+                suml2 = sl2;
+                changed++;
+            }
+        }
+        if (!changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return sumlx / suml2;
 }
 
-static inline int q_asym(float x, float D, float M, int nmax) {
-    return D > 0.0f ? clampi((int)lrintf((x + M) / D), 0, nmax) : 0;
-}
-
-static inline int q_sym(float x, float D, int lo, int hi) {
-    return D != 0.0f ? clampi((int)lrintf(x / D), lo, hi) : 0;
+/* 2-bit quants L[e], e = 128h + 32i + k, into qs[32h + k] at bits 2i */
+static void pack_2bit(uint8_t *qs, const uint8_t *L) {
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 32; k++) {
+            const uint8_t *l = L + 128 * h + k;
+            qs[32 * h + k] = (uint8_t)(l[0] | l[32] << 2 | l[64] << 4 | l[96] << 6);
+        }
 }
 
 /* ------------------------------------------------------------------ Q2_K */
@@ -198,22 +276,41 @@ void quant_q2_k_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* per 16 values an asymmetric fit weighted by |x| (3 steps, stretched by
+ * -0.5 .. +1.0), the 16 scales and 16 mins to 4 bits against max/15 */
 void quant_q2_k_from_float(const float *src, void *dst, int64_t n) {
     blk_q2_k *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
-        float s[16], m[16];
-        int ls[16], lm[16];
-        for (int g = 0; g < 16; g++) s[g] = fit_asym(src + 16 * g, 16, 3, &m[g]);
-        b[i].d = quant_scales_unsigned(s, 16, 15, ls);
-        b[i].dmin = quant_scales_unsigned(m, 16, 15, lm);
-        const float d = H2F(b[i].d), dmin = H2F(b[i].dmin);
-        memset(b[i].qs, 0, sizeof b[i].qs);
-        for (int g = 0; g < 16; g++) b[i].scales[g] = (uint8_t)(ls[g] | lm[g] << 4);
-        for (int e = 0; e < QK_K; e++) {
-            const int g = e / 16;
-            int q = q_asym(src[e], d * (float)ls[g], dmin * (float)lm[g], 3);
-            b[i].qs[32 * (e / 128) + e % 32] |= (uint8_t)(q << (2 * ((e % 128) / 32)));
+        uint8_t L[QK_K];
+        float w[16], s[16], m[16], smax = 0.0f, mmax = 0.0f;
+        for (int g = 0; g < 16; g++) {
+            const float *x = src + 16 * g;
+            for (int k = 0; k < 16; k++) w[k] = fabsf(x[k]);
+            s[g] = kq_fit_min(x, w, 16, 3, -0.5f, 0.1f, 15, 1, L + 16 * g, &m[g]);
+            if (s[g] > smax) smax = s[g];
+            if (m[g] > mmax) mmax = m[g];
         }
+        memset(b[i].scales, 0, sizeof b[i].scales);
+        b[i].d = b[i].dmin = F2H(0.0f);
+        if (smax > 0.0f) {
+            const float is = 15.0f / smax;
+            for (int g = 0; g < 16; g++) b[i].scales[g] = (uint8_t)kq_round(is * s[g]);
+            b[i].d = F2H(smax / 15.0f);
+        }
+        if (mmax > 0.0f) {
+            const float is = 15.0f / mmax;
+            for (int g = 0; g < 16; g++)
+                b[i].scales[g] = (uint8_t)(b[i].scales[g] | (unsigned)kq_round(is * m[g]) << 4);
+            b[i].dmin = F2H(mmax / 15.0f);
+        }
+        /* requantize with the stored scales; a zero scale keeps the fit's L */
+        for (int g = 0; g < 16; g++) {
+            const float d = H2F(b[i].d) * (float)(b[i].scales[g] & 0xF);
+            if (d == 0.0f) continue;
+            const float dm = H2F(b[i].dmin) * (float)(b[i].scales[g] >> 4);
+            for (int k = 0; k < 16; k++) L[16 * g + k] = (uint8_t)clampi(kq_round((src[16 * g + k] + dm) / d), 0, 3);
+        }
+        pack_2bit(b[i].qs, L);
     }
 }
 
@@ -242,27 +339,45 @@ void quant_q3_k_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* per 16 values kq_fit_q3, the 16 signed scales to 6 bits against the one
+ * of largest magnitude (which maps to -32) */
 void quant_q3_k_from_float(const float *src, void *dst, int64_t n) {
     blk_q3_k *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
-        float s[16];
-        int ls[16];
-        for (int g = 0; g < 16; g++) s[g] = fit_sym(src + 16 * g, 16, 4, 3);
-        b[i].d = quant_scales_signed(s, 16, -32, 31, ls);
-        const float d = H2F(b[i].d);
+        int8_t L[QK_K];
+        float s[16], amax = 0.0f, smax = 0.0f;
+        for (int g = 0; g < 16; g++) {
+            s[g] = kq_fit_q3(src + 16 * g, L + 16 * g);
+            if (fabsf(s[g]) > amax) {
+                amax = fabsf(s[g]);
+                smax = s[g];
+            }
+        }
         memset(b[i].scales, 0, sizeof b[i].scales);
-        memset(b[i].qs, 0, sizeof b[i].qs);
+        b[i].d = F2H(0.0f);
+        if (smax != 0.0f) {
+            const float is = -32.0f / smax;
+            for (int j = 0; j < 16; j++) {
+                const int8_t l8 = (int8_t)kq_round(is * s[j]); /* the reference narrows first */
+                const int v = clampi(l8, -32, 31) + 32;
+                b[i].scales[j % 8] |= (uint8_t)((v & 0xF) << (j < 8 ? 0 : 4));
+                b[i].scales[8 + j % 4] |= (uint8_t)((v >> 4) << (2 * (j / 4)));
+            }
+            b[i].d = F2H(1.0f / is);
+        }
+        for (int g = 0; g < 16; g++) {
+            const float d = H2F(b[i].d) * (float)q3k_scale(b[i].scales, g);
+            if (d == 0.0f) continue;
+            for (int k = 0; k < 16; k++) L[16 * g + k] = (int8_t)(clampi(kq_round(src[16 * g + k] / d), -4, 3) + 4);
+        }
+        /* bit 2 of each quant into hmask[e % 32] bit e / 32, the rest as Q2_K */
+        uint8_t low[QK_K];
         memset(b[i].hmask, 0, sizeof b[i].hmask);
-        for (int j = 0; j < 16; j++) {
-            const int v = ls[j] + 32;
-            b[i].scales[j % 8] |= (uint8_t)((v & 0xF) << (j < 8 ? 0 : 4));
-            b[i].scales[8 + j % 4] |= (uint8_t)((v >> 4) << (2 * (j / 4)));
-        }
         for (int e = 0; e < QK_K; e++) {
-            const int q = q_sym(src[e], d * (float)ls[e / 16], -4, 3) + 4; /* 0..7 */
-            b[i].qs[32 * (e / 128) + e % 32] |= (uint8_t)((q & 3) << (2 * ((e % 128) / 32)));
-            b[i].hmask[e % 32] |= (uint8_t)((q >> 2) << (e / 32));
+            if (L[e] > 3) b[i].hmask[e % 32] |= (uint8_t)(1u << (e / 32));
+            low[e] = (uint8_t)(L[e] > 3 ? L[e] - 4 : L[e]);
         }
+        pack_2bit(b[i].qs, low);
     }
 }
 
@@ -293,23 +408,47 @@ void quant_q4_k_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void k45_quantize(const float *src, uint16_t *dh, uint16_t *dminh, uint8_t *scales, int nmax,
-                         int *q /* [256] */) {
-    float s[8], m[8];
+/* Q4_K / Q5_K: per 32 values an asymmetric fit weighted by rms(x) + |x|,
+ * the 8 scales and 8 mins to 6 bits against max/63; L gets 0..nmax */
+static void k45_quantize(const float *src, int nmax, float rmin, int nstep, uint16_t *dh, uint16_t *dminh,
+                         uint8_t *scales, uint8_t *L /* [256] */) {
+    float w[32], s[8], m[8], smax = 0.0f, mmax = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        const float *x = src + 32 * j;
+        float sx2 = 0.0f;
+        for (int k = 0; k < 32; k++) sx2 += x[k] * x[k];
+        const float rms = sqrtf(sx2 / 32.0f);
+        for (int k = 0; k < 32; k++) w[k] = rms + fabsf(x[k]);
+        s[j] = kq_fit_min(x, w, 32, nmax, rmin, 0.1f, nstep, 0, L + 32 * j, &m[j]);
+        if (s[j] > smax) smax = s[j];
+        if (m[j] > mmax) mmax = m[j];
+    }
+    const float is = smax > 0.0f ? 63.0f / smax : 0.0f;
+    const float im = mmax > 0.0f ? 63.0f / mmax : 0.0f;
     int ls[8], lm[8];
-    for (int j = 0; j < 8; j++) s[j] = fit_asym(src + 32 * j, 32, nmax, &m[j]);
-    *dh = quant_scales_unsigned(s, 8, 63, ls);
-    *dminh = quant_scales_unsigned(m, 8, 63, lm);
+    for (int j = 0; j < 8; j++) {
+        const uint8_t a = (uint8_t)kq_round(is * s[j]), c = (uint8_t)kq_round(im * m[j]);
+        ls[j] = a < 63 ? a : 63;
+        lm[j] = c < 63 ? c : 63;
+    }
     k4_pack_scales(scales, ls, lm);
-    const float d = H2F(*dh), dmin = H2F(*dminh);
-    for (int e = 0; e < QK_K; e++) q[e] = q_asym(src[e], d * (float)ls[e / 32], dmin * (float)lm[e / 32], nmax);
+    *dh = F2H(smax / 63.0f);
+    *dminh = F2H(mmax / 63.0f);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        quant_k4_scale_min(scales, j, &sc, &mn);
+        const float d = H2F(*dh) * (float)sc;
+        if (d == 0.0f) continue; /* keeps the fit's L */
+        const float dm = H2F(*dminh) * (float)mn;
+        for (int k = 0; k < 32; k++) L[32 * j + k] = (uint8_t)clampi(kq_round((src[32 * j + k] + dm) / d), 0, nmax);
+    }
 }
 
 void quant_q4_k_from_float(const float *src, void *dst, int64_t n) {
     blk_q4_k *b = dst;
-    int q[QK_K];
+    uint8_t q[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
-        k45_quantize(src, &b[i].d, &b[i].dmin, b[i].scales, 15, q);
+        k45_quantize(src, 15, -1.0f, 20, &b[i].d, &b[i].dmin, b[i].scales, q);
         for (int p = 0; p < 4; p++)
             for (int k = 0; k < 32; k++)
                 b[i].qs[32 * p + k] = (uint8_t)(q[64 * p + k] | q[64 * p + 32 + k] << 4);
@@ -335,9 +474,9 @@ void quant_q5_k_to_float(const void *src, float *dst, int64_t n) {
 
 void quant_q5_k_from_float(const float *src, void *dst, int64_t n) {
     blk_q5_k *b = dst;
-    int q[QK_K];
+    uint8_t q[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
-        k45_quantize(src, &b[i].d, &b[i].dmin, b[i].scales, 31, q);
+        k45_quantize(src, 31, -0.5f, 15, &b[i].d, &b[i].dmin, b[i].scales, q);
         memset(b[i].qh, 0, sizeof b[i].qh);
         for (int p = 0; p < 4; p++)
             for (int k = 0; k < 32; k++)
@@ -367,19 +506,39 @@ void quant_q6_k_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* per 16 values kq_fit_sym (6 bits), the 16 signed scales to int8 against
+ * the one of largest magnitude (which maps to -128) */
 void quant_q6_k_from_float(const float *src, void *dst, int64_t n) {
     blk_q6_k *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
-        float s[16];
-        int ls[16];
-        for (int g = 0; g < 16; g++) s[g] = fit_sym(src + 16 * g, 16, 32, 31);
-        b[i].d = quant_scales_signed(s, 16, -128, 127, ls);
-        const float d = H2F(b[i].d);
-        for (int g = 0; g < 16; g++) b[i].scales[g] = (int8_t)ls[g];
+        int8_t L[QK_K];
+        float s[16], amax = 0.0f, smax = 0.0f;
+        for (int g = 0; g < 16; g++) {
+            s[g] = kq_fit_sym(src + 16 * g, 16, 32, L + 16 * g);
+            if (fabsf(s[g]) > amax) {
+                amax = fabsf(s[g]);
+                smax = s[g];
+            }
+        }
+        if (amax < KQ_EPS) {
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        const float is = -128.0f / smax;
+        b[i].d = F2H(1.0f / is);
+        for (int g = 0; g < 16; g++) {
+            const int v = kq_round(is * s[g]);
+            b[i].scales[g] = (int8_t)(v < 127 ? v : 127);
+        }
+        for (int g = 0; g < 16; g++) {
+            const float d = H2F(b[i].d) * (float)b[i].scales[g];
+            if (d == 0.0f) continue;
+            for (int k = 0; k < 16; k++) L[16 * g + k] = (int8_t)(clampi(kq_round(src[16 * g + k] / d), -32, 31) + 32);
+        }
         memset(b[i].ql, 0, sizeof b[i].ql);
         memset(b[i].qh, 0, sizeof b[i].qh);
         for (int e = 0; e < QK_K; e++) {
-            const int q = q_sym(src[e], d * (float)ls[e / 16], -32, 31) + 32;
+            const int q = L[e];
             const int h = e / 128, ii = (e % 128) / 32, k = e % 32;
             b[i].ql[64 * h + 32 * (ii & 1) + k] |= (uint8_t)((q & 0xF) << (ii < 2 ? 0 : 4));
             b[i].qh[32 * h + k] |= (uint8_t)((q >> 4) << (2 * ii));
@@ -414,26 +573,35 @@ void quant_iq4_xs_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* per 32 values quant_iq4nl_block's search, the 8 signed scales to 6 bits
+ * against d = -(largest-magnitude scale)/32; the values are re-picked with
+ * d * l, d unrounded (as the reference does; only the stored d is fp16) */
 void quant_iq4_xs_from_float(const float *src, void *dst, int64_t n) {
     blk_iq4_xs *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
-        float s[8];
-        int ls[8];
+        float s[8], amax = 0.0f, smax = 0.0f;
         uint8_t idx[32];
-        for (int j = 0; j < 8; j++) s[j] = quant_iq4nl_block(src + 32 * j, 32, idx);
-        b[i].d = quant_scales_signed(s, 8, -32, 31, ls);
-        const float d = H2F(b[i].d);
+        for (int j = 0; j < 8; j++) {
+            s[j] = quant_iq4nl_block(src + 32 * j, 32, idx);
+            if (fabsf(s[j]) > amax) {
+                amax = fabsf(s[j]);
+                smax = s[j];
+            }
+        }
+        const float d = -smax / 32.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = F2H(d);
         b[i].scales_h = 0;
         memset(b[i].scales_l, 0, sizeof b[i].scales_l);
         for (int j = 0; j < 8; j++) {
-            const int v = ls[j] + 32;
+            const int l = clampi(kq_round(id * s[j]), -32, 31);
+            const float dl = d * (float)l;
+            const float idl = dl != 0.0f ? 1.0f / dl : 0.0f;
+            for (int k = 0; k < 32; k++) idx[k] = (uint8_t)quant_iq4nl_nearest(idl * src[32 * j + k]);
+            for (int k = 0; k < 16; k++) b[i].qs[16 * j + k] = (uint8_t)(idx[k] | idx[k + 16] << 4);
+            const int v = l + 32;
             b[i].scales_l[j / 2] |= (uint8_t)((v & 0xF) << (4 * (j % 2)));
             b[i].scales_h |= (uint16_t)((v >> 4) << (2 * j));
-            const float dl = d * (float)ls[j];
-            const float id = dl != 0.0f ? 1.0f / dl : 0.0f;
-            for (int k = 0; k < 32; k++)
-                idx[k] = dl != 0.0f ? (uint8_t)quant_iq4nl_nearest(src[32 * j + k] * id) : 8;
-            for (int k = 0; k < 16; k++) b[i].qs[16 * j + k] = (uint8_t)(idx[k] | idx[k + 16] << 4);
         }
     }
 }

@@ -296,49 +296,65 @@ int quant_iq4nl_nearest(float v) {
     return v - quant_iq4nl_values[lo] < quant_iq4nl_values[hi] - v ? lo : hi;
 }
 
-/* Not the reference engine's search (which weights by importance); ours
- * tries scales that map the largest magnitude onto each end of the codebook
- * over a small grid and keeps the one with the least squared error after a
- * least-squares refit of d. Deterministic; error bound stated in tests. */
+/* The reference engine's search (llama.cpp's IQ4 quantizer without an
+ * importance matrix, 7 tries each way), float for float: weights x^2; the
+ * largest magnitude onto the codebook's -127 end, then step counts
+ * 127 - 7 .. 127 + 7, each pick of values refit by weighted least squares
+ * and kept when it raises the gain sumqx^2 / sumq2. Returns d (0 for a
+ * group below 1e-15, idx then all 8, the value 1); idx gets the first
+ * pick (callers re-pick with the scale they store). n <= 32. */
 float quant_iq4nl_block(const float *x, int n, uint8_t *idx) {
-    float max = block_absmax_signed(x, n);
-    if (max == 0.0f) {
-        for (int j = 0; j < n; j++) idx[j] = 8; /* value 1 * d(=0) */
+    float w[QK];
+    if (n > QK) n = QK; /* callers pass groups of 32 */
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        w[j] = x[j] * x[j];
+        const float a = fabsf(x[j]);
+        if (a > amax) {
+            amax = a;
+            max = x[j];
+        }
+    }
+    if (amax < 1e-15f) {
+        memset(idx, 8, (size_t)n);
         return 0.0f;
     }
-    float best_d = 0.0f, best_err = INFINITY;
-    for (int t = -9; t <= 9; t++) {
-        float id = (-127.0f + 1.5f * (float)t) / max;
-        float sxy = 0.0f, syy = 0.0f;
+    const float v0 = (float)quant_iq4nl_values[0];
+    float id = 1.0f / (-max / v0);
+    float sqx = 0.0f, sq2 = 0.0f;
+    for (int j = 0; j < n; j++) {
+        const int l = quant_iq4nl_nearest(id * x[j]);
+        const float q = (float)quant_iq4nl_values[l];
+        idx[j] = (uint8_t)l;
+        sqx += w[j] * q * x[j];
+        sq2 += w[j] * q * q;
+    }
+    float d = sqx / sq2, best = d * sqx;
+    for (int t = -7; t <= 7; t++) {
+        id = (float)(t + quant_iq4nl_values[0]) / max;
+        sqx = sq2 = 0.0f;
         for (int j = 0; j < n; j++) {
-            float q = quant_iq4nl_values[quant_iq4nl_nearest(x[j] * id)];
-            sxy += q * x[j];
-            syy += q * q;
+            const float q = (float)quant_iq4nl_values[quant_iq4nl_nearest(id * x[j])];
+            sqx += w[j] * q * x[j];
+            sq2 += w[j] * q * q;
         }
-        float d = syy > 0.0f ? sxy / syy : 0.0f;
-        float err = 0.0f;
-        float idd = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int j = 0; j < n; j++) {
-            float q = quant_iq4nl_values[quant_iq4nl_nearest(x[j] * idd)];
-            float e = x[j] - d * q;
-            err += e * e;
-        }
-        if (err < best_err) {
-            best_err = err;
-            best_d = d;
+        if (sq2 > 0.0f && sqx * sqx > best * sq2) {
+            d = sqx / sq2;
+            best = d * sqx;
         }
     }
-    float dh = H2F(F2H(best_d));
-    float idd = dh != 0.0f ? 1.0f / dh : 0.0f;
-    for (int j = 0; j < n; j++) idx[j] = (uint8_t)quant_iq4nl_nearest(x[j] * idd);
-    return best_d;
+    return d;
 }
 
+/* the values are re-picked with 1/d, d unrounded (only the stored one is fp16) */
 void quant_iq4_nl_from_float(const float *src, void *dst, int64_t n) {
     blk_iq4_nl *b = dst;
     uint8_t idx[QK];
     for (int64_t i = 0; i < n / QK; i++, src += QK) {
-        b[i].d = F2H(quant_iq4nl_block(src, QK, idx));
+        const float d = quant_iq4nl_block(src, QK, idx);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = F2H(d);
+        for (int j = 0; j < QK; j++) idx[j] = (uint8_t)quant_iq4nl_nearest(id * src[j]);
         for (int j = 0; j < QK / 2; j++) b[i].qs[j] = (uint8_t)(idx[j] | idx[j + QK / 2] << 4);
     }
 }
