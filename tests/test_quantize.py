@@ -20,7 +20,7 @@ Checks:
   * against llama.cpp's llama-quantize (skipped if absent): a tiny random
     llama made by `tallow synth` to q4_k_m and q5_k_m, and (TALLOW_TEST_SLOW=1)
     the SmolLM2 F16 model to q4_k_m: same kvs, same type for every tensor,
-    and legacy/float tensors byte-identical.
+    and every tensor byte-identical (K-quants included).
 """
 import os
 import subprocess
@@ -276,9 +276,8 @@ def find_llama_quantize():
 
 def compare_with_llamacpp(tmp, lq, model, typ, label):
     """Quantize `model` to typ with tallow and llama-quantize; same kvs, same
-    type for every tensor, legacy/float tensors byte-identical (llama.cpp's
-    K-quant search differs from our reference quantizer, so K-quant bytes are
-    not compared)."""
+    type for every tensor, every tensor byte-identical (legacy, float,
+    K-quant and IQ4 quantizers all follow llama.cpp's reference search)."""
     ours = os.path.join(tmp, f"ours_{label}_{typ}.gguf")
     ref = os.path.join(tmp, f"ref_{label}_{typ}.gguf")
     r = subprocess.run([lq, model, ref, typ.upper(), "2"], capture_output=True, text=True,
@@ -301,13 +300,14 @@ def compare_with_llamacpp(tmp, lq, model, typ, label):
         if check(o.tensor_type == t.tensor_type, f"{label} {typ} vs llama.cpp: {t.name}: "
                  f"{o.tensor_type.name}, llama.cpp {t.tensor_type.name}"):
             n_same_type += 1
-        if t.tensor_type in LEGACY or t.tensor_type in (Q.F32, Q.F16):
+        if t.tensor_type in LEGACY or t.tensor_type in (Q.F32, Q.F16, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K,
+                                                        Q.Q6_K, Q.IQ4_NL, Q.IQ4_XS):
             n_bytes += 1
             check(np.asarray(o.data).tobytes() == np.asarray(t.data).tobytes(),
                   f"{label} {typ} vs llama.cpp: {t.name} ({t.tensor_type.name}) bytes differ")
     types = sorted({t.tensor_type.name for t in a.tensors})
     print(f"{label} {typ} vs llama.cpp: {n_same_type}/{len(a.tensors)} tensor types equal "
-          f"({', '.join(types)}), {n_bytes} legacy/float tensors byte-identical")
+          f"({', '.join(types)}), {n_bytes} tensors byte-identical")
 
 
 def check_vs_llamacpp(tmp):
