@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "convert/cvt_internal.h"
+#include "text/tok_internal.h" /* tok_strmap: token text -> id */
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
@@ -72,50 +73,6 @@ static bool has_type(const cJSON *o, const char *t) {
 static bool is_id(const cJSON *x, int64_t n) {
     return cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < (double)n &&
            x->valuedouble == (double)(int64_t)x->valuedouble;
-}
-
-/* ---- string -> id hash (open addressing) ---------------------------------- */
-typedef struct strmap {
-    const char **key;
-    int32_t *val;
-    size_t cap;
-} strmap;
-
-static uint64_t str_hash(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
-static tl_status strmap_init(strmap *m, size_t n) {
-    m->cap = 16;
-    while (m->cap < 2 * n + 16) m->cap *= 2;
-    m->key = calloc(m->cap, sizeof *m->key);
-    m->val = calloc(m->cap, sizeof *m->val);
-    return m->key && m->val ? TL_OK : tl_err(TL_ERR_NOMEM, "convert: out of memory (tokenizer map)");
-}
-static void strmap_free(strmap *m) {
-    free(m->key);
-    free(m->val);
-}
-/* first insert wins */
-static void strmap_put(strmap *m, const char *k, int32_t v) {
-    size_t i = str_hash(k, strlen(k)) & (m->cap - 1);
-    while (m->key[i]) {
-        if (!strcmp(m->key[i], k)) return;
-        i = (i + 1) & (m->cap - 1);
-    }
-    m->key[i] = k;
-    m->val[i] = v;
-}
-static int32_t strmap_get2(const strmap *m, const char *a, size_t al, const char *b, size_t bl) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < al; i++) h = (h ^ (uint8_t)a[i]) * 1099511628211ull;
-    for (size_t i = 0; i < bl; i++) h = (h ^ (uint8_t)b[i]) * 1099511628211ull;
-    for (size_t i = h & (m->cap - 1); m->key[i]; i = (i + 1) & (m->cap - 1)) {
-        const char *k = m->key[i];
-        if (strlen(k) == al + bl && !memcmp(k, a, al) && !memcmp(k + al, b, bl)) return m->val[i];
-    }
-    return -1;
 }
 
 /* llama.cpp's does_token_look_special: added tokens some models forget to
@@ -343,7 +300,9 @@ tl_status cvt_tokenizer_write(gguf_writer *w, const char *dir, const cJSON *conf
     int32_t *types = NULL;
     float *scores = NULL;
     char **merges = NULL;
-    strmap map = {0};
+    tok_strmap map = {0};
+    char *cat = NULL;
+    size_t cat_cap = 0;
     int64_t n = 0, n_merges = 0;
     tl_status s = TL_OK;
     if (!tpath || !cpath) {
@@ -468,11 +427,13 @@ tl_status cvt_tokenizer_write(gguf_writer *w, const char *dir, const cJSON *conf
     /* merges as "a b" strings */
     n_merges = cJSON_GetArraySize(jm);
     merges = calloc((size_t)(n_merges ? n_merges : 1), sizeof *merges);
-    if (!merges || (s = strmap_init(&map, (size_t)cJSON_GetArraySize(vocab)))) {
+    if (!merges || (s = tok_strmap_init(&map, (uint32_t)cJSON_GetArraySize(vocab)))) {
         if (!s) s = tl_err(TL_ERR_NOMEM, "convert: out of memory");
         goto done;
     }
-    cJSON_ArrayForEach(x, vocab) strmap_put(&map, x->string, (int32_t)x->valuedouble);
+    cJSON_ArrayForEach(x, vocab) {
+        if ((s = tok_strmap_put(&map, x->string, strlen(x->string), (int32_t)x->valuedouble, false))) goto done;
+    }
     int64_t r = 0;
     cJSON_ArrayForEach(x, jm) {
         const char *a, *b;
@@ -511,7 +472,18 @@ tl_status cvt_tokenizer_write(gguf_writer *w, const char *dir, const cJSON *conf
         *o = 0;
         merges[r] = m;
         if (spm) { /* score of the merged token: -(rank of the first merge that builds it) */
-            int32_t id = strmap_get2(&map, a, al, b, bl);
+            if (al + bl + 1 > cat_cap) { /* scratch for the merged token's text a + b */
+                char *nc = realloc(cat, al + bl + 1);
+                if (!nc) {
+                    s = tl_err(TL_ERR_NOMEM, "convert: out of memory");
+                    goto done;
+                }
+                cat = nc;
+                cat_cap = al + bl + 1;
+            }
+            memcpy(cat, a, al);
+            memcpy(cat + al, b, bl);
+            int32_t id = tok_strmap_get(&map, cat, al + bl);
             if (id >= 0 && id < n && types[id] == TT_NORMAL && scores[id] == 0.0f && r > 0) scores[id] = -(float)r;
         }
         r++;
@@ -558,7 +530,8 @@ done:
     free(types);
     free(scores);
     free(merges);
-    strmap_free(&map);
+    tok_strmap_free(&map);
+    free(cat);
     cJSON_Delete(j);
     cJSON_Delete(tc);
     free(tpath);
