@@ -102,19 +102,6 @@ static bool qz_is_weight(const char *name, uint32_t n_dims) {
 
 static bool fits(tl_type t, int64_t ne0) { return ne0 % tl_type_get(t)->blck == 0; }
 
-/* Fallback for a row length the type's block does not divide. */
-static tl_type qz_fallback(tl_type t, int64_t ne0) {
-    tl_type f;
-    switch (t) {
-    case TL_TYPE_Q2_K: case TL_TYPE_Q3_K: case TL_TYPE_IQ4_XS: f = TL_TYPE_IQ4_NL; break;
-    case TL_TYPE_Q4_K: f = TL_TYPE_Q5_0; break;
-    case TL_TYPE_Q5_K: f = TL_TYPE_Q5_1; break;
-    case TL_TYPE_Q6_K: f = TL_TYPE_Q8_0; break;
-    default: f = TL_TYPE_F16; break;
-    }
-    return fits(f, ne0) ? f : TL_TYPE_F16;
-}
-
 /* State shared by the planning pass over the tensors in file order. */
 typedef struct qz_mixstate {
     qz_mix mix;
@@ -318,7 +305,7 @@ int cmd_quantize(int argc, char **argv) {
         if (qz_is_weight(j->name, t->n_dims)) {
             tl_type want = qz_mix_type(&ms, tgt->base, j->name, t->ne[0]);
             if (!fits(want, t->ne[0])) {
-                tl_type fb = qz_fallback(want, t->ne[0]);
+                tl_type fb = quant_row_fallback(want, t->ne[0]);
                 snprintf(j->note, sizeof j->note, "fallback: row %" PRId64 " not a multiple of %s's %d",
                          t->ne[0], tl_type_name(want), (int)tl_type_get(want)->blck);
                 want = fb;

@@ -174,23 +174,6 @@ typedef struct cvt_plan {
     float *rope_freqs; /* [head_dim/2] */
 } cvt_plan;
 
-static bool fits(tl_type t, int64_t ne0) { return ne0 % tl_type_get(t)->blck == 0; }
-
-/* A row length the type's block does not divide: the next type that fits,
- * as `tallow quantize` falls back (llama.cpp's converter: F16 for Q8_0). */
-static tl_type cvt_fallback(tl_type t, int64_t ne0) {
-    if (fits(t, ne0)) return t;
-    tl_type f;
-    switch (t) {
-    case TL_TYPE_Q2_K: case TL_TYPE_Q3_K: case TL_TYPE_IQ4_XS: f = TL_TYPE_IQ4_NL; break;
-    case TL_TYPE_Q4_K: f = TL_TYPE_Q5_0; break;
-    case TL_TYPE_Q5_K: f = TL_TYPE_Q5_1; break;
-    case TL_TYPE_Q6_K: f = TL_TYPE_Q8_0; break;
-    default: f = TL_TYPE_F16; break;
-    }
-    return fits(f, ne0) ? f : TL_TYPE_F16;
-}
-
 static tl_status plan_add(cvt_plan *pl, cvt_weights *ws, const cvt_params *p, const char *gname, const char *hname,
                           int64_t ne0, int64_t ne1, bool optional, int64_t perm_heads, bool plus_one) {
     const char *file;
@@ -241,7 +224,7 @@ static tl_status plan_add(cvt_plan *pl, cvt_weights *ws, const cvt_params *p, co
     /* type rule (llama.cpp): 1-d, norms, non-weights stay F32 */
     tl_type dst = p->type;
     if (j->n_dims <= 1 || ends_with(gname, "_norm.weight") || !ends_with(gname, ".weight")) dst = TL_TYPE_F32;
-    else dst = cvt_fallback(dst, ne0);
+    else dst = quant_row_fallback(dst, ne0); /* as `tallow quantize` falls back */
     j->dst = dst;
     j->src_row = tl_row_bytes(st, ne0);
     j->dst_row = tl_row_bytes(dst, ne0);

@@ -130,3 +130,18 @@ tl_status quant_quantize(tl_type t, const float *src, void *dst, int64_t n) {
     if (n > 0) k->from_float(src, dst, n);
     return TL_OK;
 }
+
+static bool row_fits(tl_type t, int64_t ne0) { return ne0 % tl_type_get(t)->blck == 0; }
+
+tl_type quant_row_fallback(tl_type t, int64_t ne0) {
+    if (row_fits(t, ne0)) return t;
+    tl_type f;
+    switch (t) {
+    case TL_TYPE_Q2_K: case TL_TYPE_Q3_K: case TL_TYPE_IQ4_XS: f = TL_TYPE_IQ4_NL; break;
+    case TL_TYPE_Q4_K: f = TL_TYPE_Q5_0; break;
+    case TL_TYPE_Q5_K: f = TL_TYPE_Q5_1; break;
+    case TL_TYPE_Q6_K: f = TL_TYPE_Q8_0; break;
+    default: f = TL_TYPE_F16; break;
+    }
+    return row_fits(f, ne0) ? f : TL_TYPE_F16;
+}

@@ -45,6 +45,11 @@ const char *quant_simd_name(void);
 tl_status quant_dequantize(tl_type t, const void *src, float *dst, int64_t n);
 /* Convenience: quantize n elements to type t with the reference quantizer. */
 tl_status quant_quantize(tl_type t, const float *src, void *dst, int64_t n);
+/* The type a tensor of row length ne0 gets when t's block does not divide
+ * ne0 (t itself when it does): the reference quantize tool's fallbacks
+ * (K-quants to a 32-block type of about the same size, IQ4_XS/Q2_K/Q3_K to
+ * IQ4_NL), F16 when nothing else fits. */
+tl_type quant_row_fallback(tl_type t, int64_t ne0);
 /* Scalar twins of the SIMD activation quantizers for Q8_0/Q8_1 (id =
  * 127/amax, halves rounded to even: the reference engine's SIMD rule, which
  * differs from from_float's in about 1 block in 10^4): the oracle the AVX2
