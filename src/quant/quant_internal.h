@@ -190,4 +190,23 @@ QUANT_DECL_VD(quant_dot_q4_k_q8_k_avx2);
 QUANT_DECL_VD(quant_dot_q5_k_q8_k_avx2);
 QUANT_DECL_VD(quant_dot_q6_k_q8_k_avx2);
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#include <string.h>
+/* IQ4_XS block b's 8 six-bit scales minus 32 as int8 (scale j: nibble j % 2
+ * of scales_l[j / 2], bits 2j..2j+1 of scales_h), shared by the dot kernel
+ * and the prefill kernel (files compiled with -mavx2 only). */
+static inline __m128i quant_iq4_xs_scales8(const blk_iq4_xs *b) {
+    uint32_t l;
+    memcpy(&l, b->scales_l, 4);
+    const uint32_t h = b->scales_h;
+    const __m128i even = _mm_cvtsi32_si128((int)(l & 0x0f0f0f0fu));
+    const __m128i odd = _mm_cvtsi32_si128((int)((l >> 4) & 0x0f0f0f0fu));
+    uint64_t hi = 0;
+    for (int j = 0; j < 8; j++) hi |= (uint64_t)((h >> (2 * j)) & 3) << (8 * j + 4);
+    return _mm_sub_epi8(_mm_or_si128(_mm_unpacklo_epi8(even, odd), _mm_cvtsi64_si128((long long)hi)),
+                        _mm_set1_epi8(32));
+}
+#endif
+
 #endif

@@ -258,18 +258,7 @@ void quant_dot_iq4_xs_q8_k_avx2(int64_t n, float *s, const void *vx, const void 
     __m256 accf = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        /* 8 6-bit scales: low nibbles from scales_l, top bits from scales_h */
-        uint32_t l;
-        memcpy(&l, x[i].scales_l, 4);
-        const uint32_t h = x[i].scales_h;
-        /* scale j: nibble j%2 of scales_l[j/2], bits 2j..2j+1 of scales_h */
-        const __m128i even = _mm_cvtsi32_si128((int)(l & 0x0f0f0f0fu));
-        const __m128i odd = _mm_cvtsi32_si128((int)((l >> 4) & 0x0f0f0f0fu));
-        uint64_t hi = 0;
-        for (int j = 0; j < 8; j++) hi |= (uint64_t)((h >> (2 * j)) & 3) << (8 * j + 4);
-        const __m128i sc8 = _mm_sub_epi8(_mm_or_si128(_mm_unpacklo_epi8(even, odd), _mm_cvtsi64_si128((long long)hi)),
-                                         _mm_set1_epi8(32));
-        const __m256i sc = bcast128_i16(_mm_cvtepi8_epi16(sc8));
+        const __m256i sc = bcast128_i16(_mm_cvtepi8_epi16(quant_iq4_xs_scales8(&x[i])));
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
