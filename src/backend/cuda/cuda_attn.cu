@@ -13,7 +13,9 @@
  *    positions, <= 32 splits) is chosen on the device from the length at
  *    *d_pos, so a captured graph stays valid as the context grows; splits
  *    past the end exit at once.
- *  - prefill: one warp per (query token, kv head), causal range.
+ *  - prefill: one warp per (query token, kv head), causal range: the path
+ *    for f32 caches and head sizes other than 64/128; f16 caches with those
+ *    go to the tensor-core flash attention of cuda_flash.cu.
  * Calls: CUDA. */
 #include "backend/cuda/cuda_common.cuh"
 
@@ -77,8 +79,8 @@ __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT
     }
 }
 
-template <int D, int GMAX, typename KT>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
+template <int D, int GMAX, typename KT, int NW>
+__global__ void __launch_bounds__(NW * 32)
 attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, const int32_t *d_pos,
               float scale, float *part, float *out, int8_t *out_q, int64_t n_total, int *cnt, int min_chunk) {
     constexpr int E = att_dims<D>::E;
@@ -105,10 +107,10 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         }
     }
     const KT *kh = kc + (int64_t)kvh * n_ctx * D, *vh = vc + (int64_t)kvh * n_ctx * D;
-    att_walk<D, GMAX, KT>(st, G, kh, vh, p0 + w, p1, ATT_WARPS, lane);
+    att_walk<D, GMAX, KT>(st, G, kh, vh, p0 + w, p1, NW, lane);
     /* merge the block's warps */
-    __shared__ float sm[ATT_WARPS][GMAX][2];
-    __shared__ float sacc[ATT_WARPS][GMAX][D];
+    __shared__ float sm[NW][GMAX][2];
+    __shared__ float sacc[NW][GMAX][D];
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
         if (lane == 0) { sm[w][g][0] = st.m[g]; sm[w][g][1] = st.l[g]; }
@@ -122,9 +124,9 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
         int g = i / D, d = i % D;
         float mx = -INFINITY;
-        for (int w2 = 0; w2 < ATT_WARPS; w2++) mx = fmaxf(mx, sm[w2][g][0]);
+        for (int w2 = 0; w2 < NW; w2++) mx = fmaxf(mx, sm[w2][g][0]);
         float l = 0, a = 0;
-        for (int w2 = 0; w2 < ATT_WARPS; w2++) {
+        for (int w2 = 0; w2 < NW; w2++) {
             float f = sm[w2][g][0] == -INFINITY ? 0.0f : __expf(sm[w2][g][0] - mx);
             l += sm[w2][g][1] * f;
             a += sacc[w2][g][d] * f;
@@ -182,7 +184,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     if (!out_q) return;
     /* q8_1 of the G*D outputs (G*D % 32 == 0: checked by the caller) */
     __syncthreads();
-    for (int b = w; b < G * D / 32; b += ATT_WARPS) {
+    for (int b = w; b < G * D / 32; b += NW) {
         float r = res[b * 32 + lane];
         float dq = fabsf(r);
         for (int o = 16; o > 0; o >>= 1) dq = fmaxf(dq, __shfl_xor_sync(0xffffffffu, dq, o));
@@ -208,7 +210,11 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     const int G = n_head / n_kv_head;
     /* a q8_1 block must not straddle KV-head groups; otherwise the caller quantizes */
     int8_t *oq = (G * D) % 32 == 0 ? (int8_t *)out_q : (int8_t *)NULL;
-    return tlc_launch(c, attn_decode_k<D, GMAX, KT>, grid, dim3(ATT_WARPS * 32), 0, q, (const KT *)kc,
+    if (c->att_warps == 8)
+        return tlc_launch(c, attn_decode_k<D, GMAX, KT, 8>, grid, dim3(8 * 32), 0, q, (const KT *)kc, (const KT *)vc, G,
+                          n_ctx, d_pos, scale, scratch, out, oq, (int64_t)n_head * D,
+                          c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV, c->att_chunk);
+    return tlc_launch(c, attn_decode_k<D, GMAX, KT, ATT_WARPS>, grid, dim3(ATT_WARPS * 32), 0, q, (const KT *)kc,
                       (const KT *)vc, G, n_ctx, d_pos, scale, scratch, out, oq, (int64_t)n_head * D,
                       c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV, c->att_chunk);
 }
@@ -301,6 +307,8 @@ tl_status tlc_attn_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const v
                            int64_t n_ctx, int64_t n_tok, const int32_t *d_pos, float scale,
                            float *out) {
     if (n_tok <= 0) return TL_OK;
+    if (tlc_flash_prefill_supported(kv_type, head_dim))
+        return tlc_flash_prefill(c, q, q_stride, kc, vc, n_head, n_kv_head, head_dim, n_ctx, n_tok, d_pos, scale, out);
     if (q_stride == 0) q_stride = (int64_t)n_head * head_dim;
     cudaError_t e = cudaSuccess;
     ATT_DISPATCH(attn_prefill_launch, c, q, q_stride, kc, vc, n_head, n_kv_head, n_ctx, n_tok, d_pos, scale, out);

@@ -24,6 +24,7 @@ struct tlc_ctx {
     cudaEvent_t *prof;   /* [1024] profiling events, created on first use */
     int epi_glu, epi_acc; /* q8_1 epilogue variant per mode (TLC_EPI_*) */
     int att_chunk;        /* decode attention: fewest positions per split */
+    int att_warps;        /* decode attention: warps per block (4 or 8) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
                           * (each launch leaves them zero again) */
 };

@@ -31,6 +31,11 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     c->epi_acc = TLC_EPI_BLOCK;
     const char *ac = getenv("TALLOW_CUDA_ATT_CHUNK"); /* tuning: positions per attention split */
     c->att_chunk = ac && atoi(ac) > 0 ? atoi(ac) : 16;
+    /* decode attention: 8 warps per block (measured 2026-11-30, tg128: 8B
+     * Q4_0 470.9 -> 479.4, 1B Q4_0 1642 -> 1722 t/s against 4);
+     * TALLOW_CUDA_ATT_WARPS=4 for the old layout */
+    const char *aw = getenv("TALLOW_CUDA_ATT_WARPS");
+    c->att_warps = aw && atoi(aw) == 4 ? 4 : 8;
     const char *epi = getenv("TALLOW_CUDA_EPI"); /* "G,A": variants for GLU and accumulate */
     if (epi && epi[0] >= '0' && epi[0] <= '2' && epi[1] == ',' && epi[2] >= '0' && epi[2] <= '2') {
         c->epi_glu = epi[0] - '0';
