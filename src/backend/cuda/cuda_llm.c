@@ -66,13 +66,15 @@ typedef struct cl_session {
     int32_t *h_io;              /* pinned [pos, tok] read by the decode graph */
     tlc_graph *graph;
     /* TALLOW_CUDA_PROF=1: decode eagerly with an event after every op and
-     * print the per-op time (gaps included) when the session is freed */
+     * print the per-op time (gaps included) when the session is freed;
+     * prompt batches likewise, tallied apart ([0] decode, [1] prompt) */
     bool prof;
     int prof_n;                 /* marks recorded this step */
     const char *prof_name[1024];
-    double prof_ms[64];
-    const char *prof_key[64];
-    int prof_keys, prof_steps;
+    double prof_ms[2][64];
+    const char *prof_key[2][64];
+    int prof_keys[2], prof_steps[2];
+    bool prof_warm[2];
     int32_t lg_tok;             /* tokens per logits chunk for eval_all */
     bool dev_logits_valid;      /* device logits hold the last token's */
 } cl_session;
@@ -386,40 +388,48 @@ size_t llm_cuda_session_bytes(const tl_session *s) {
         }                                                                                          \
     } while (0)
 
-static void cl_prof_collect(cl_session *cs) {
+/* mode 0: a decode step, 1: a prompt batch */
+static void cl_prof_collect(cl_session *cs, int mode) {
+    /* the first of each kind is warm-up (module loads, cuBLAS heuristics: the
+     * first QKV GEMM of a session took ~60 ms): not counted */
+    if (!cs->prof_warm[mode]) {
+        cs->prof_warm[mode] = true;
+        return;
+    }
     for (int i = 1; i <= cs->prof_n; i++) {
         double ms = 0;
         if (tlc_prof_elapsed(cs->cm->c, i - 1, i, &ms)) return;
         const char *nm = cs->prof_name[i - 1];
         int k = 0;
-        while (k < cs->prof_keys && strcmp(cs->prof_key[k], nm)) k++;
-        if (k == cs->prof_keys) {
+        while (k < cs->prof_keys[mode] && strcmp(cs->prof_key[mode][k], nm)) k++;
+        if (k == cs->prof_keys[mode]) {
             if (k == 64) continue;
-            cs->prof_key[cs->prof_keys++] = nm;
-            cs->prof_ms[k] = 0;
+            cs->prof_key[mode][cs->prof_keys[mode]++] = nm;
+            cs->prof_ms[mode][k] = 0;
         }
-        cs->prof_ms[k] += ms;
+        cs->prof_ms[mode][k] += ms;
     }
-    cs->prof_steps++;
+    cs->prof_steps[mode]++;
 }
 
 static void cl_prof_print(cl_session *cs) {
-    if (!cs->prof || !cs->prof_steps) return;
-    double tot = 0;
-    for (int k = 0; k < cs->prof_keys; k++) tot += cs->prof_ms[k];
-    fprintf(stderr, "cuda profile: %d eager decode steps, %.3f ms/step (events after each op, gaps included)\n",
-            cs->prof_steps, tot / cs->prof_steps);
-    for (int k = 0; k < cs->prof_keys; k++)
-        fprintf(stderr, "cuda profile: %-14s %8.1f us/step %5.1f%%\n", cs->prof_key[k],
-                1000.0 * cs->prof_ms[k] / cs->prof_steps, 100.0 * cs->prof_ms[k] / tot);
+    if (!cs->prof) return;
+    for (int mode = 0; mode < 2; mode++) {
+        if (!cs->prof_steps[mode]) continue;
+        double tot = 0;
+        for (int k = 0; k < cs->prof_keys[mode]; k++) tot += cs->prof_ms[mode][k];
+        fprintf(stderr, "cuda profile: %d eager %s, %.3f ms each (events after each op, gaps included)\n",
+                cs->prof_steps[mode], mode ? "prompt batches" : "decode steps", tot / cs->prof_steps[mode]);
+        for (int k = 0; k < cs->prof_keys[mode]; k++)
+            fprintf(stderr, "cuda profile: %-16s %9.1f us %5.1f%%\n", cs->prof_key[mode][k],
+                    1000.0 * cs->prof_ms[mode][k] / cs->prof_steps[mode], 100.0 * cs->prof_ms[mode][k] / tot);
+    }
 }
 
 /* m tokens already in d_io[1..], position in d_io[0]; leaves the residual
  * stream in cs->x. Enqueue only (graph-capturable when m == 1). */
 static tl_status cl_layers(tl_session *s, int32_t m) {
     cl_session *cs = s->backend_ctx;
-    const bool prof_on = cs->prof;
-    cs->prof = prof_on && m == 1; /* marks only in decode steps */
     cl_model *cm = cs->cm;
     tlc_ctx *c = cm->c;
     const llm_hparams *hp = &s->model->hp;
@@ -451,24 +461,25 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             } else if (L->fused_qkv) {
                 CL_OP("mv qkv", tlc_matvec_fused(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fin));
             } else {
-                CL_TRY(tlc_matvec_fused(c, &L->wq, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fin));
-                CL_TRY(tlc_matvec_fused(c, &L->wk, cs->xn, cs->xq, cs->qkv + qd, TLC_MV_STORE, &fin));
-                CL_TRY(tlc_matvec_fused(c, &L->wv, cs->xn, cs->xq, cs->qkv + qd + kvd, TLC_MV_STORE, &fin));
+                CL_OP("mv q", tlc_matvec_fused(c, &L->wq, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fin));
+                CL_OP("mv k", tlc_matvec_fused(c, &L->wk, cs->xn, cs->xq, cs->qkv + qd, TLC_MV_STORE, &fin));
+                CL_OP("mv v", tlc_matvec_fused(c, &L->wv, cs->xn, cs->xq, cs->qkv + qd + kvd, TLC_MV_STORE, &fin));
             }
         } else {
-            CL_TRY(tlc_act_prep(c, cs->x, L->attn_norm, eps, e, m, cs->xn, NULL));
+            CL_OP("pp norm", tlc_act_prep(c, cs->x, L->attn_norm, eps, e, m, cs->xn, NULL));
             if (L->fused_qkv) {
-                CL_TRY(tlc_gemm(c, &L->qkv, cs->xn, m, cs->qkv, TLC_MV_STORE, cs->gemm_scr));
+                CL_OP("pp gemm qkv", tlc_gemm(c, &L->qkv, cs->xn, m, cs->qkv, TLC_MV_STORE, cs->gemm_scr));
             } else {
-                CL_TRY(tlc_gemm_ex(c, &L->wq, cs->xn, m, cs->qkv, qkvd, TLC_MV_STORE, cs->gemm_scr));
-                CL_TRY(tlc_gemm_ex(c, &L->wk, cs->xn, m, cs->qkv + qd, qkvd, TLC_MV_STORE, cs->gemm_scr));
-                CL_TRY(tlc_gemm_ex(c, &L->wv, cs->xn, m, cs->qkv + qd + kvd, qkvd, TLC_MV_STORE, cs->gemm_scr));
+                CL_OP("pp gemm q", tlc_gemm_ex(c, &L->wq, cs->xn, m, cs->qkv, qkvd, TLC_MV_STORE, cs->gemm_scr));
+                CL_OP("pp gemm k", tlc_gemm_ex(c, &L->wk, cs->xn, m, cs->qkv + qd, qkvd, TLC_MV_STORE, cs->gemm_scr));
+                CL_OP("pp gemm v",
+                      tlc_gemm_ex(c, &L->wv, cs->xn, m, cs->qkv + qd + kvd, qkvd, TLC_MV_STORE, cs->gemm_scr));
             }
         }
-        if (L->bqkv) CL_TRY(tlc_add_bias(c, cs->qkv, m, qkvd, L->bqkv, qkvd));
+        if (L->bqkv) CL_OP("qkv bias", tlc_add_bias(c, cs->qkv, m, qkvd, L->bqkv, qkvd));
         if (L->q_norm) {
-            CL_TRY(tlc_head_rmsnorm(c, cs->qkv, m, qkvd, (int)nh, (int)hd, L->q_norm, eps));
-            CL_TRY(tlc_head_rmsnorm(c, cs->qkv + qd, m, qkvd, (int)nkv, (int)hd, L->k_norm, eps));
+            CL_OP("q/k norm", tlc_head_rmsnorm(c, cs->qkv, m, qkvd, (int)nh, (int)hd, L->q_norm, eps));
+            CL_OP("q/k norm", tlc_head_rmsnorm(c, cs->qkv + qd, m, qkvd, (int)nkv, (int)hd, L->k_norm, eps));
         }
         if (rope_done) {
             /* done in the QKV epilogue */
@@ -477,8 +488,8 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             CL_OP("rope+kv", tlc_rope_kv(c, cs->qkv, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos, &rp));
         } else {
             /* q and k are adjacent in each token's row: one launch rotates both */
-            CL_TRY(tlc_rope(c, cs->qkv, m, qkvd, (int)(nh + nkv), (int)hd, d_pos, &rp));
-            CL_TRY(tlc_kv_store(c, cs->qkv + qd, cs->qkv + qd + kvd, m, qkvd, (int)nkv, (int)hd, kc, vc,
+            CL_OP("rope", tlc_rope(c, cs->qkv, m, qkvd, (int)(nh + nkv), (int)hd, d_pos, &rp));
+            CL_OP("kv store", tlc_kv_store(c, cs->qkv + qd, cs->qkv + qd + kvd, m, qkvd, (int)nkv, (int)hd, kc, vc,
                                 TL_TYPE_F16, s->n_ctx, d_pos));
         }
         if (m == 1) {
@@ -492,39 +503,37 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
                 const tlc_mv_fuse fgu = {.in_ss = cs->ssp, .eps = eps, .out_q = cs->xqb};
                 CL_OP("mv gate+up", tlc_matvec_fused(c, &L->gu, cs->xn, cs->xq, cs->g, TLC_MV_GLU, &fgu));
             } else {
-                CL_TRY(tlc_matvec_fused(c, &L->wg, cs->xn, cs->xq, cs->gu, TLC_MV_STORE, &fin));
-                CL_TRY(tlc_matvec_fused(c, &L->wu, cs->xn, cs->xq, cs->gu + nff, TLC_MV_STORE, &fin));
-                CL_TRY(tlc_glu_rows(c, cs->gu, cs->g, 1, nff));
-                CL_TRY(tlc_act_prep(c, cs->g, NULL, 0, nff, 1, NULL, cs->xqb));
+                CL_OP("mv gate", tlc_matvec_fused(c, &L->wg, cs->xn, cs->xq, cs->gu, TLC_MV_STORE, &fin));
+                CL_OP("mv up", tlc_matvec_fused(c, &L->wu, cs->xn, cs->xq, cs->gu + nff, TLC_MV_STORE, &fin));
+                CL_OP("glu+quantize", tlc_glu_rows(c, cs->gu, cs->g, 1, nff));
+                CL_OP("glu+quantize", tlc_act_prep(c, cs->g, NULL, 0, nff, 1, NULL, cs->xqb));
             }
             /* the epilogue prepares the next norm: layer il+1's or the output's */
             const float *next_norm = il + 1 < hp->n_layer ? cm->layers[il + 1].attn_norm : cm->out_norm;
             const tlc_mv_fuse fdn = {.out_norm = next_norm, .out_f = cs->xn, .out_q = cs->xq, .out_ss = cs->ssp};
             CL_OP("mv down", tlc_matvec_fused(c, &L->wd, cs->g, cs->xqb, cs->x, TLC_MV_ACCUM, &fdn));
         } else {
-            CL_TRY(tlc_attn_prefill(c, cs->qkv, qkvd, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd, s->n_ctx, m,
-                                    d_pos, scale, cs->att));
-            CL_TRY(tlc_gemm(c, &L->wo, cs->att, m, cs->x, TLC_MV_ACCUM, cs->gemm_scr));
-            CL_TRY(tlc_act_prep(c, cs->x, L->ffn_norm, eps, e, m, cs->xn, NULL));
+            CL_OP("pp attention", tlc_attn_prefill(c, cs->qkv, qkvd, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd,
+                                                   s->n_ctx, m, d_pos, scale, cs->att));
+            CL_OP("pp gemm wo", tlc_gemm(c, &L->wo, cs->att, m, cs->x, TLC_MV_ACCUM, cs->gemm_scr));
+            CL_OP("pp norm", tlc_act_prep(c, cs->x, L->ffn_norm, eps, e, m, cs->xn, NULL));
             if (L->fused_gu) {
-                CL_TRY(tlc_gemm(c, &L->gu, cs->xn, m, cs->gu, TLC_MV_STORE, cs->gemm_scr));
+                CL_OP("pp gemm gate+up", tlc_gemm(c, &L->gu, cs->xn, m, cs->gu, TLC_MV_STORE, cs->gemm_scr));
             } else {
-                CL_TRY(tlc_gemm_ex(c, &L->wg, cs->xn, m, cs->gu, 2 * nff, TLC_MV_STORE, cs->gemm_scr));
-                CL_TRY(tlc_gemm_ex(c, &L->wu, cs->xn, m, cs->gu + nff, 2 * nff, TLC_MV_STORE, cs->gemm_scr));
+                CL_OP("pp gemm gate", tlc_gemm_ex(c, &L->wg, cs->xn, m, cs->gu, 2 * nff, TLC_MV_STORE, cs->gemm_scr));
+                CL_OP("pp gemm up",
+                      tlc_gemm_ex(c, &L->wu, cs->xn, m, cs->gu + nff, 2 * nff, TLC_MV_STORE, cs->gemm_scr));
             }
-            CL_TRY(tlc_glu_rows(c, cs->gu, cs->g, m, nff));
-            CL_TRY(tlc_gemm(c, &L->wd, cs->g, m, cs->x, TLC_MV_ACCUM, cs->gemm_scr));
+            CL_OP("pp glu", tlc_glu_rows(c, cs->gu, cs->g, m, nff));
+            CL_OP("pp gemm down", tlc_gemm(c, &L->wd, cs->g, m, cs->x, TLC_MV_ACCUM, cs->gemm_scr));
         }
     }
-    cs->prof = prof_on;
     return TL_OK;
 }
 
 /* last token's logits into cs->logits and its argmax into d_next */
 static tl_status cl_head_last(tl_session *s, int32_t m) {
     cl_session *cs = s->backend_ctx;
-    const bool prof_on = cs->prof;
-    cs->prof = prof_on && m == 1;
     cl_model *cm = cs->cm;
     const llm_hparams *hp = &s->model->hp;
     const int64_t e = hp->n_embd;
@@ -533,11 +542,11 @@ static tl_status cl_head_last(tl_session *s, int32_t m) {
         const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = hp->norm_eps};
         CL_OP("mv output", tlc_matvec_fused(cm->c, &cm->out, cs->xn, cs->xq, cs->logits, TLC_MV_STORE, &fin));
     } else {
-        CL_TRY(tlc_act_prep(cm->c, cs->x + (int64_t)(m - 1) * e, cm->out_norm, hp->norm_eps, e, 1, cs->xn, cs->xq));
-        CL_TRY(tlc_matvec(cm->c, &cm->out, cs->xn, cs->xq, cs->logits, TLC_MV_STORE));
+        CL_OP("pp head", tlc_act_prep(cm->c, cs->x + (int64_t)(m - 1) * e, cm->out_norm, hp->norm_eps, e, 1, cs->xn,
+                                      cs->xq));
+        CL_OP("pp head", tlc_matvec(cm->c, &cm->out, cs->xn, cs->xq, cs->logits, TLC_MV_STORE));
     }
     CL_OP("argmax", tlc_argmax(cm->c, cs->logits, hp->n_vocab, cs->d_next));
-    cs->prof = prof_on;
     return TL_OK;
 }
 
@@ -555,7 +564,7 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
         CL_TRY(cl_layers(s, 1));
         CL_TRY(cl_head_last(s, 1));
         CL_TRY(tlc_sync(c));
-        cl_prof_collect(cs);
+        cl_prof_collect(cs, 0);
         return TL_OK;
     }
     if (!cs->graph) {
@@ -596,8 +605,16 @@ static tl_status cl_eval(tl_session *s, const int32_t *tokens, int32_t n) {
             int32_t pos = s->n_past;
             CL_TRY(tlc_upload(c, cs->d_io, &pos, sizeof pos));
             CL_TRY(tlc_upload(c, cs->d_io + 1, tokens + i, (size_t)m * sizeof(int32_t)));
+            if (cs->prof) {
+                cs->prof_n = 0;
+                CL_TRY(tlc_prof_mark(c, 0));
+            }
             CL_TRY(cl_layers(s, m));
             if (i + m == n) CL_TRY(cl_head_last(s, m));
+            if (cs->prof) {
+                CL_TRY(tlc_sync(c));
+                cl_prof_collect(cs, 1);
+            }
         }
         s->n_past += m;
     }
