@@ -8,8 +8,9 @@
 #           their f32-dequantized copy on the CPU (--oracle);
 #   speed:  tallow bench --device cuda, pp512 + tg128, on Llama-3.2-1B F16/Q4_0
 #           and Llama-3-8B Q4_0/Q8_0/F16/Q4_K_M; the fraction of the decode
-#           floor = t/s * weight bytes / copy bandwidth (COPY_GBS, measured by
-#           test_cuda_kernels --bench in the same call).
+#           floor = t/s * file bytes / copy bandwidth (COPY_GBS, measured by
+#           test_cuda_kernels --bench in the same call), and beside it tallow
+#           bench's own fractions (its "frac" column).
 # Env: E2E_MODELS=dir for the synthetic files (default /tmp/tl-synth),
 #      COPY_GBS (default 4222, the H200 copy ceiling measured 2026-11-30),
 #      SPEED=0 to skip the speed part, PARITY=0 to skip parity.
@@ -49,10 +50,14 @@ if [ "${SPEED:-1}" = 1 ]; then
     echo "$out"
     tg=$(echo "$out" | awk -F'|' '/tg128/ {gsub(/ /,"",$9); print $9}')
     pp=$(echo "$out" | awk -F'|' '/pp512/ {gsub(/ /,"",$9); print $9}')
-    awk -v s="$shape" -v t="$type" -v b="$bytes" -v bw="$BW" -v tg="$tg" -v pp="$pp" 'BEGIN {
+    # tallow bench's own floor fractions (its ceilings, decode bytes without
+    # the embedding table, + KV; prompt FLOPs at the GEMM rate)
+    tgf=$(echo "$out" | awk -F'|' '/tg128/ {gsub(/ /,"",$11); print $11}')
+    ppf=$(echo "$out" | awk -F'|' '/pp512/ {gsub(/ /,"",$11); print $11}')
+    awk -v s="$shape" -v t="$type" -v b="$bytes" -v bw="$BW" -v tg="$tg" -v pp="$pp" -v tgf="$tgf" -v ppf="$ppf" 'BEGIN {
       floor = bw * 1e9 / b;
-      printf "SPEED %-12s %-7s file %.2f GiB  tg128 %8.1f t/s  floor %7.1f  frac %.3f  pp512 %9.1f t/s\n",
-             s, t, b / 1073741824, tg, floor, (tg > 0 ? tg / floor : 0), pp }'
+      printf "SPEED %-12s %-7s file %.2f GiB  tg128 %8.1f t/s  floor %7.1f  frac %.3f  pp512 %9.1f t/s  bench frac tg %s pp %s\n",
+             s, t, b / 1073741824, tg, floor, (tg > 0 ? tg / floor : 0), pp, tgf, ppf }'
     [ "${KEEP_MODELS:-0}" = 1 ] || rm -f "$f"
   done
 fi

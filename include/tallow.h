@@ -138,6 +138,27 @@ int32_t tl_session_pos(const tl_session *s);
 tl_status tl_session_rewind(tl_session *s, int32_t pos);
 int32_t tl_session_n_ctx(const tl_session *s);
 
+/* ---- device figures (GPU backends) --------------------------------------- */
+
+/* What tallow bench needs for its fraction-of-floor columns. */
+typedef struct tl_device_stats {
+    char name[256];
+    double copy_gbs;           /* device-to-device copy, GB/s counting read + write (0: not measured) */
+    double gemm_tflops;        /* f16 GEMM on the tensor cores, TFLOP/s (0: not measured) */
+    uint64_t weight_bytes;     /* device memory holding the weights */
+    uint64_t decode_bytes;     /* weight bytes one decode step reads: all but the token
+                                * embedding table (one row), unless the output head is it */
+    uint64_t kv_bytes_per_pos; /* KV cache bytes per position, all layers */
+    uint64_t mem_free, mem_total;
+} tl_device_stats;
+/* Figures of a model loaded on a GPU backend; measure: also time the
+ * ceilings now (a copy of up to 2 GiB each way and an 8192^3 f16 GEMM,
+ * about a second; needs that memory free). TL_ERR_UNSUPPORTED for a model
+ * on the CPU. */
+tl_status tl_model_device_stats(tl_model *m, bool measure, tl_device_stats *out);
+/* Device memory a session holds (KV cache, activations, scratch); 0 on the CPU. */
+uint64_t tl_session_device_bytes(const tl_session *s);
+
 /* ---- sampling ------------------------------------------------------------ */
 
 typedef struct tl_sampler tl_sampler;

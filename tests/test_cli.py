@@ -80,6 +80,14 @@ if os.path.exists(MODEL):
     r = tallow("bench", "-m", MODEL, "-p", "16", "-n", "4", "-r", "2", "-t", "1,2")
     check(r.returncode == 0 and r.stdout.count("pp16") == 2 and r.stdout.count("tg4") == 2,
           "bench rows: " + r.stdout + r.stderr)
+    # the GPU-only columns (floor, fraction, device memory) are there and empty on the CPU
+    lines = [l for l in r.stdout.splitlines() if l.startswith("|")]
+    cells = [[c.strip() for c in l.strip().strip("|").split("|")] for l in lines]
+    check(len(cells) >= 6 and cells[0][8:] == ["floor t/s", "frac", "dev MiB"]
+          and all(c[8:] == ["-", "-", "-"] for c in cells[2:]), "bench floor columns on the CPU: " + r.stdout)
+    r = tallow("bench", "-m", MODEL, "-p", "16", "-n", "4", "-r", "1", "--device", "cuda")
+    check(r.returncode == 1 and "cuda" in r.stderr.lower() and "Traceback" not in r.stderr,
+          "bench --device cuda without a usable GPU: clear error: " + r.stderr)
     r = tallow("run", "-m", MODEL, "-p", "x" * 5000, "-c", "64", "-n", "1")
     check(r.returncode == 1 and "context" in r.stderr, "prompt longer than context: " + r.stderr)
 else:

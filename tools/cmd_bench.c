@@ -2,7 +2,12 @@
  * pp: one batched forward of N random tokens into an empty cache.
  * tg: N single-token forwards starting from an empty cache.
  * Each test runs once untimed (warm-up), then -r times; rows give mean ± sd
- * and the median. */
+ * and the median. On a GPU three more columns: the floor (the fastest the
+ * test could run on this card: tg reads every weight byte a decode step
+ * needs plus the KV cache at each depth, at the copy bandwidth; pp does the
+ * matmul and attention FLOPs at the f16 GEMM rate; both ceilings measured
+ * by this command on the card before the table), the median's fraction of
+ * it, and the device memory held (weights + KV cache + activations). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +26,23 @@ static void bench_usage(FILE *f) {
             "  -t LIST     threads, comma separated (default: all cores)\n"
             "  -r N        repetitions (default 5)\n"
             "  --device cpu|cuda, -ngl N  backend\n");
+}
+
+/* Floor t/s of a test on a GPU (see the header comment). */
+static double bench_floor(const tl_model_info *in, const tl_device_stats *ds, int32_t n, bool prompt) {
+    const double e = in->n_embd, qd = (double)in->n_head * in->head_dim, kvd = (double)in->n_head_kv * in->head_dim;
+    if (prompt) {
+        /* per token: every layer matmul (q, k, v, o, gate, up, down) as 2 FLOPs
+         * per weight; attention: q.k and p.v over the causal prefix; the
+         * output head once (the last token's logits) */
+        const double mm = 2.0 * in->n_layer * (e * (qd + 2 * kvd) + qd * e + 3.0 * e * in->n_ff);
+        const double att = 4.0 * in->n_layer * qd * ((double)n * (n + 1) / 2);
+        const double flops = mm * n + att + 2.0 * e * in->n_vocab;
+        return ds->gemm_tflops > 0 ? n / (flops / (ds->gemm_tflops * 1e12)) : 0;
+    }
+    /* token t (1..n) reads the weights and t positions of the KV cache */
+    const double bytes = (double)ds->decode_bytes + (double)ds->kv_bytes_per_pos * (n + 1) / 2.0;
+    return ds->copy_gbs > 0 ? ds->copy_gbs * 1e9 / bytes : 0;
 }
 
 static int bench_cmp(const void *a, const void *b) {
@@ -115,10 +137,24 @@ int cmd_bench(int argc, char **argv) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         toks[i] = (int32_t)(x % (uint64_t)info.n_vocab);
     }
-    printf("| %-28s | %10s | %8s | %-7s | %7s | %6s | %20s | %9s |\n", "model", "size", "params", "backend",
-           "threads", "test", "t/s (mean ± sd)", "t/s (med)");
-    printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------", "-----------:", "---------:",
-           "---------", "--------:", "-------:", "---------------------:", "----------:");
+    /* on a GPU: the card's ceilings, measured now, for the floor columns */
+    tl_device_stats ds;
+    const bool gpu = mp.backend == TL_BACKEND_CUDA;
+    if (gpu) {
+        if (tl_model_device_stats(m, true, &ds)) {
+            fprintf(stderr, "tallow bench: %s\n", tl_last_error());
+            rc = 1;
+            goto done;
+        }
+        printf("device %s: copy ceiling %.0f GB/s (device-to-device, read + write), f16 GEMM ceiling %.0f TFLOP/s "
+               "(8192^3), measured now; weights %.2f MiB on the device, %.2f MiB read per decode step\n",
+               ds.name, ds.copy_gbs, ds.gemm_tflops, ds.weight_bytes / 1048576.0, ds.decode_bytes / 1048576.0);
+    }
+    printf("| %-28s | %10s | %8s | %-7s | %7s | %6s | %20s | %9s | %9s | %5s | %9s |\n", "model", "size", "params",
+           "backend", "threads", "test", "t/s (mean ± sd)", "t/s (med)", "floor t/s", "frac", "dev MiB");
+    printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------", "-----------:", "---------:",
+           "---------", "--------:", "-------:", "---------------------:", "----------:", "----------:", "------:",
+           "----------:");
     for (int ti = 0; ti < nt && !rc; ti++) {
         tl_session_params sp = tl_session_default_params();
         sp.n_threads = tlist[ti];
@@ -163,8 +199,15 @@ int cmd_bench(int argc, char **argv) {
             snprintf(params, sizeof params, "%.2f M", info.n_params / 1e6);
             char name[64];
             snprintf(name, sizeof name, "%s %s", info.arch, info.ftype);
-            printf("| %-28s | %10s | %8s | %-7s | %7s | %6s | %20s | %9.2f |\n", name, size, params,
-                   mp.backend == TL_BACKEND_CUDA ? "CUDA" : "CPU", thr, test_name, ts, med);
+            char fl[32] = "-", fr[16] = "-", dm[32] = "-";
+            if (gpu) {
+                double f = bench_floor(&info, &ds, n, test == 0);
+                snprintf(fl, sizeof fl, "%.1f", f);
+                if (f > 0) snprintf(fr, sizeof fr, "%.3f", med / f);
+                snprintf(dm, sizeof dm, "%.1f", (ds.weight_bytes + tl_session_device_bytes(s)) / 1048576.0);
+            }
+            printf("| %-28s | %10s | %8s | %-7s | %7s | %6s | %20s | %9.2f | %9s | %5s | %9s |\n", name, size, params,
+                   gpu ? "CUDA" : "CPU", thr, test_name, ts, med, fl, fr, dm);
             fflush(stdout);
         }
         tl_session_free(s);

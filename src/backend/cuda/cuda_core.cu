@@ -334,8 +334,15 @@ tl_status tlc_measure_gemm(tlc_ctx *c, int dim, int reps, double *tflops) {
     void *a, *b, *d;
     tl_status s;
     if ((s = tlc_alloc(c, n * 2, "gemm probe", &a))) return s;
-    if ((s = tlc_alloc(c, n * 2, "gemm probe", &b))) return s;
-    if ((s = tlc_alloc(c, n * 2, "gemm probe", &d))) return s;
+    if ((s = tlc_alloc(c, n * 2, "gemm probe", &b))) {
+        tlc_dfree(c, a, n * 2);
+        return s;
+    }
+    if ((s = tlc_alloc(c, n * 2, "gemm probe", &d))) {
+        tlc_dfree(c, a, n * 2);
+        tlc_dfree(c, b, n * 2);
+        return s;
+    }
     tlc_fill_half_k<<<1024, 256, 0, c->stream>>>((__half *)a, n, 1u);
     tlc_fill_half_k<<<1024, 256, 0, c->stream>>>((__half *)b, n, 2u);
     float alpha = 1.0f, beta = 0.0f;

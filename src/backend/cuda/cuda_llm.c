@@ -286,6 +286,31 @@ size_t llm_cuda_weight_bytes(const tl_model *m) {
     return cm ? cm->mem_bytes : 0;
 }
 
+tl_status llm_cuda_device_stats(const tl_model *m, bool measure, tl_device_stats *o) {
+    const cl_model *cm = m->backend_ctx;
+    if (!cm) return tl_err(TL_ERR_INVALID, "cuda: model has no device state");
+    tlc_device_info di;
+    tl_status s = tlc_get_device_info(cm->c, &di);
+    if (s) return s;
+    snprintf(o->name, sizeof o->name, "%s", di.name);
+    o->mem_free = di.mem_free;
+    o->mem_total = di.mem_total;
+    o->weight_bytes = cm->mem_bytes;
+    /* decode reads one embedding row; the table itself only when it is
+     * also the output head (tied) */
+    const bool tied = cm->out.q == cm->emb.q;
+    const size_t emb = tlc_weight_bytes(cm->emb.type, cm->emb.n_in, cm->emb.n_out);
+    o->decode_bytes = cm->mem_bytes - (tied || emb > cm->mem_bytes ? 0 : emb);
+    o->copy_gbs = o->gemm_tflops = 0;
+    if (!measure) return TL_OK;
+    /* the copy probe: 2 GiB each way (well past the L2), less if memory is short */
+    size_t probe = (size_t)2 << 30;
+    while (probe > ((size_t)64 << 20) && 2 * probe + ((size_t)512 << 20) > di.mem_free) probe /= 2;
+    if ((s = tlc_measure_copy_bw(cm->c, probe, 20, &o->copy_gbs))) return tl_err_prefix(s, "copy ceiling: ");
+    if ((s = tlc_measure_gemm(cm->c, 8192, 10, &o->gemm_tflops))) return tl_err_prefix(s, "GEMM ceiling: ");
+    return TL_OK;
+}
+
 /* ---- session ------------------------------------------------------------------ */
 
 static size_t cl_gemm_halves(const tlc_weight *w, int64_t nb) {

@@ -25,5 +25,7 @@ tl_status llm_cuda_eval_greedy(tl_session *s, const int32_t *tokens, int32_t n, 
 /* Device memory held for the model's weights and for this session. */
 size_t llm_cuda_weight_bytes(const tl_model *m);
 size_t llm_cuda_session_bytes(const tl_session *s);
+/* tl_model_device_stats for a CUDA model (kv_bytes_per_pos filled by the caller). */
+tl_status llm_cuda_device_stats(const tl_model *m, bool measure, tl_device_stats *out);
 
 #endif
