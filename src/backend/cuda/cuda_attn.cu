@@ -6,7 +6,8 @@
  * registers; a lane holds D/32 consecutive dims, so a warp-wide K or V read
  * is one contiguous row.
  *  - decode: split-K "flash decoding" in one launch: grid (kv head, split);
- *    the 4 warps of a block interleave positions of the split, merge in
+ *    the warps of a block (8; TALLOW_CUDA_ATT_WARPS=4 for the older 4)
+ *    interleave positions of the split, merge in
  *    shared memory and write (m, l, acc) partials; the last block of a KV
  *    head to finish (an atomic count) merges the splits and writes the
  *    output and its q8_1 (the Wo matvec's input). The split size (>= 16
@@ -20,7 +21,7 @@
 #include "backend/cuda/cuda_common.cuh"
 
 #define ATT_SPLITS 32
-#define ATT_WARPS 4
+#define ATT_WARPS 4 /* prefill walk; decode: c->att_warps (8 or 4) */
 #define ATT_MIN_CHUNK 16
 
 template <typename KT> __device__ __forceinline__ float kv_f(KT v);

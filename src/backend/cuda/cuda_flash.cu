@@ -16,9 +16,9 @@
  * Precision: Q and P are rounded to f16 (K and V are f16 in the cache), so
  * the result is within ~1e-3 relative of the f32 walk of cuda_attn.cu, which
  * stays the path for f32 caches and other head sizes.
- * The CUDA-core prefill was one warp per (token, KV head) walking every
- * position serially; at 512 tokens of an 8B model it took (see
- * docs/PERFORMANCE.md) most of the prompt time outside the GEMMs.
+ * The CUDA-core walk (one warp per token and KV head, every position in
+ * turn) took 21.7 of the 59 ms of a 512-token batch of Llama-3-8B Q4_0 on an
+ * H200; this kernel takes 0.94 ms (docs/PERFORMANCE.md).
  * Calls: CUDA (sm_80+ instructions: mma.sync, ldmatrix, cp.async). */
 #include "backend/cuda/cuda_common.cuh"
 
