@@ -177,6 +177,59 @@ static void conv_vs_definition(void) {
     tt_ctx_free(c);
 }
 
+/* Pooling and batch norm split planes / channels over the threads: the
+ * results must not depend on the thread count (5 channels over 3 threads:
+ * uneven splits; sizes past the 16384-value threshold in every pass). */
+static void pool_bn_threads(void) {
+    int64_t xs[4] = {4, 5, 64, 64}, cs = 5;
+    tt_tensor *x = tt_new(TT_F32, 4, xs), *w = tt_new(TT_F32, 1, &cs), *b = tt_new(TT_F32, 1, &cs);
+    tt_init_uniform(x, &g_rng, -2, 3);
+    tt_init_uniform(w, &g_rng, 0.5, 1.5);
+    tt_init_uniform(b, &g_rng, -1, 1);
+    x->requires_grad = w->requires_grad = b->requires_grad = true;
+    enum { NR = 6 };
+    float *res[2][NR] = {{0}};
+    size_t len[NR] = {0};
+    for (int t = 0; t < 2; t++) {
+        tt_ctx *ct;
+        tt_ctx_init(t ? 3 : 1, &ct);
+        tt_zero_grad(x);
+        tt_zero_grad(w);
+        tt_zero_grad(b);
+        tt_tensor *rm = tt_new(TT_F32, 1, &cs), *rv = tt_new(TT_F32, 1, &cs);
+        tt_fill(rm, 0.25);
+        tt_fill(rv, 1.5);
+        tt_pool_opt mo = tt_pool_opt_make(3, 2, 1), ao = tt_pool_opt_make(2, 2, 1);
+        tt_tensor *y = tt_batch_norm(ct, x, w, b, rm, rv, true, 0.1, 1e-5);
+        y = tt_avg_pool2d(ct, tt_max_pool2d(ct, y, &mo), &ao, false);
+        CHECK(y != NULL, "pool/bn chain: %s", tl_last_error());
+        if (!y) return;
+        len[0] = (size_t)tt_numel(y) * 4; /* y is the context's: copied before the backward frees it */
+        res[t][0] = malloc(len[0]);
+        memcpy(res[t][0], tt_data(y), len[0]);
+        tt_backward(ct, tt_sum(ct, tt_mul(ct, y, y)));
+        tt_tensor *outs[NR] = {NULL, x->grad, w->grad, b->grad, rm, rv};
+        for (int k = 1; k < NR; k++) {
+            len[k] = (size_t)tt_numel(outs[k]) * 4;
+            res[t][k] = malloc(len[k]);
+            memcpy(res[t][k], tt_data(outs[k]), len[k]);
+        }
+        tt_free(rm);
+        tt_free(rv);
+        tt_ctx_free(ct);
+    }
+    int diff = 0;
+    for (int k = 0; k < NR; k++) diff += memcmp(res[0][k], res[1][k], len[k]) != 0;
+    CHECK(diff == 0, "batch_norm/max_pool/avg_pool: %d of %d results differ between 1 and 3 threads", diff, NR);
+    printf("batch_norm -> max_pool2d -> avg_pool2d: output, 3 gradients, running stats bit-identical at 1 and 3 "
+           "threads\n");
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < NR; k++) free(res[t][k]);
+    tt_free(x);
+    tt_free(w);
+    tt_free(b);
+}
+
 /* ---- errors ------------------------------------------------------------------- */
 static void bad_input(void) {
     tt_ctx *c;
@@ -602,6 +655,7 @@ int main(int argc, char **argv) {
     tt_rng_seed(&g_rng, 7);
     if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : 1);
     conv_vs_definition();
+    pool_bn_threads();
     bad_input();
     init_schemes();
     cnn_vs_torch();

@@ -4,6 +4,7 @@
  * the per-channel mean and inverse std for the backward, and updates the
  * running stats in place with torch's rule (momentum, unbiased variance).
  * Eval mode normalises with the running stats (an affine map per channel).
+ * Every pass splits the channels over the context's threads.
  * Owns: nothing. Calls: train internals. */
 #include <math.h>
 #include <stdlib.h>
@@ -37,8 +38,9 @@
         *s1 += ra;                                                                            \
         *s2 += rq;                                                                            \
     }                                                                                         \
-    static void bn_stats_##SFX(const T *x, int64_t N, int64_t C, int64_t S, double *mean, double *var) { \
-        for (int64_t c = 0; c < C; c++) {                                                     \
+    static void bn_stats_##SFX(const T *x, int64_t N, int64_t C, int64_t S, int64_t c0, int64_t c1, double *mean, \
+                               double *var) {                                                 \
+        for (int64_t c = c0; c < c1; c++) {                                                   \
             double s = 0, q = 0, M = (double)(N * S);                                         \
             for (int64_t n = 0; n < N; n++) plane_sums_##SFX(x + (n * C + c) * S, S, 0, &s, &q); \
             /* second pass about the mean: no cancellation in the variance */                 \
@@ -49,10 +51,10 @@
             var[c] = q / M - (s / M) * (s / M);                                               \
         }                                                                                     \
     }                                                                                         \
-    static void bn_apply_##SFX(const T *restrict x, T *restrict y, int64_t N, int64_t C, int64_t S, \
-                               const T *mean, const T *rstd, const T *w, const T *b) {        \
+    static void bn_apply_##SFX(const T *restrict x, T *restrict y, int64_t N, int64_t C, int64_t S, int64_t c0, \
+                               int64_t c1, const T *mean, const T *rstd, const T *w, const T *b) { \
         for (int64_t n = 0; n < N; n++)                                                       \
-            for (int64_t c = 0; c < C; c++) {                                                 \
+            for (int64_t c = c0; c < c1; c++) {                                               \
                 T sc = rstd[c] * (w ? w[c] : 1), sh = (b ? b[c] : 0) - mean[c] * sc;          \
                 const T *p = x + (n * C + c) * S;                                             \
                 T *o = y + (n * C + c) * S;                                                   \
@@ -85,10 +87,10 @@
         *sgd += rq;                                                                           \
     }                                                                                         \
     /* train != 0: the batch-statistics backward; else the affine one */                     \
-    static void bn_bwd_##SFX(const T *x, const T *g, int64_t N, int64_t C, int64_t S, const T *mean,  \
-                             const T *rstd, const T *w, T *gx, T *gw, T *gb, int train) {     \
+    static void bn_bwd_##SFX(const T *x, const T *g, int64_t N, int64_t C, int64_t S, int64_t c0, int64_t c1, \
+                             const T *mean, const T *rstd, const T *w, T *gx, T *gw, T *gb, int train) { \
         double M = (double)(N * S);                                                           \
-        for (int64_t c = 0; c < C; c++) {                                                     \
+        for (int64_t c = c0; c < c1; c++) {                                                   \
             T m = mean[c], rs = rstd[c], wc = w ? w[c] : 1;                                   \
             double sg = 0, sgx = 0; /* sum(g), sum(g * xhat) */                               \
             for (int64_t n = 0; n < N; n++)                                                   \
@@ -114,8 +116,50 @@
 DEF_BN(float, f32)
 DEF_BN(double, f64)
 
+/* ---- threads: channels are independent in every pass, so threads split
+ * the channels and each channel is summed in the same order as on one
+ * thread (results do not depend on the thread count) ---- */
+enum { BJ_STATS, BJ_APPLY, BJ_BWD };
+typedef struct bn_job {
+    int kind, train;
+    bool f64;
+    int64_t N, C, S;
+    const void *x, *g, *mean, *rstd, *w, *b;
+    void *y, *gx, *gw, *gb;
+    double *dm, *dv;
+} bn_job;
+
+static void bn_channels(const bn_job *j, int64_t c0, int64_t c1) {
+    switch (j->kind) {
+    case BJ_STATS:
+        if (j->f64) bn_stats_f64(j->x, j->N, j->C, j->S, c0, c1, j->dm, j->dv);
+        else bn_stats_f32(j->x, j->N, j->C, j->S, c0, c1, j->dm, j->dv);
+        break;
+    case BJ_APPLY:
+        if (j->f64) bn_apply_f64(j->x, j->y, j->N, j->C, j->S, c0, c1, j->mean, j->rstd, j->w, j->b);
+        else bn_apply_f32(j->x, j->y, j->N, j->C, j->S, c0, c1, j->mean, j->rstd, j->w, j->b);
+        break;
+    case BJ_BWD:
+        if (j->f64)
+            bn_bwd_f64(j->x, j->g, j->N, j->C, j->S, c0, c1, j->mean, j->rstd, j->w, j->gx, j->gw, j->gb, j->train);
+        else
+            bn_bwd_f32(j->x, j->g, j->N, j->C, j->S, c0, c1, j->mean, j->rstd, j->w, j->gx, j->gw, j->gb, j->train);
+        break;
+    }
+}
+
+static void bn_task(void *a, int ith, int nth) {
+    const bn_job *j = a;
+    const int64_t per = (j->C + nth - 1) / nth, c0 = per * ith, c1 = c0 + per < j->C ? c0 + per : j->C;
+    if (c0 < c1) bn_channels(j, c0, c1);
+}
+
+static void bn_run(tt_ctx *c, const bn_job *j) {
+    if (j->C > 1 && j->N * j->C * j->S >= 16384) tl_threadpool_run(c->tp, bn_task, (void *)j);
+    else bn_channels(j, 0, j->C);
+}
+
 static tl_status bw_bn(tt_ctx *c, tt_node *n, const tt_tensor *g) {
-    (void)c;
     tt_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     tt_tensor *gx = tt__need(n, 0) ? tt__grad_buf(x) : NULL;
     tt_tensor *gw = (w && tt__need(n, 1)) ? tt__grad_buf(w) : NULL;
@@ -124,14 +168,11 @@ static tl_status bw_bn(tt_ctx *c, tt_node *n, const tt_tensor *g) {
         return TL_ERR_NOMEM;
     int64_t N = n->i[0], C = n->i[1], S = n->i[2];
     int train = (int)n->i[3];
-    if (x->dtype == TT_F32)
-        bn_bwd_f32(tt_data(x), tt_data(g), N, C, S, tt_data(n->saved[0]), tt_data(n->saved[1]),
-                   w ? tt_data(w) : NULL, gx ? tt_data(gx) : NULL, gw ? tt_data(gw) : NULL, gb ? tt_data(gb) : NULL,
-                   train);
-    else
-        bn_bwd_f64(tt_data(x), tt_data(g), N, C, S, tt_data(n->saved[0]), tt_data(n->saved[1]),
-                   w ? tt_data(w) : NULL, gx ? tt_data(gx) : NULL, gw ? tt_data(gw) : NULL, gb ? tt_data(gb) : NULL,
-                   train);
+    const bn_job j = {.kind = BJ_BWD, .train = train, .f64 = x->dtype != TT_F32, .N = N, .C = C, .S = S,
+                      .x = tt_data(x), .g = tt_data(g), .mean = tt_data(n->saved[0]), .rstd = tt_data(n->saved[1]),
+                      .w = w ? tt_data(w) : NULL, .gx = gx ? tt_data(gx) : NULL, .gw = gw ? tt_data(gw) : NULL,
+                      .gb = gb ? tt_data(gb) : NULL};
+    bn_run(c, &j);
     return TL_OK;
 }
 
@@ -183,8 +224,9 @@ tt_tensor *tt_batch_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, tt
         return NULL;
     }
     if (training) {
-        if (x->dtype == TT_F32) bn_stats_f32(tt_data(xc), N, C, S, dm, dv);
-        else bn_stats_f64(tt_data(xc), N, C, S, dm, dv);
+        const bn_job js = {.kind = BJ_STATS, .f64 = x->dtype != TT_F32, .N = N, .C = C, .S = S, .x = tt_data(xc),
+                           .dm = dm, .dv = dv};
+        bn_run(c, &js);
         double unb = (double)(N * S) / (double)(N * S - 1);
         for (int64_t i = 0; i < C; i++) {
             tt_set(mean, i, dm[i]);
@@ -202,12 +244,10 @@ tt_tensor *tt_batch_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, tt
     }
     free(dm);
     free(dv);
-    if (x->dtype == TT_F32)
-        bn_apply_f32(tt_data(xc), tt_data(y), N, C, S, tt_data(mean), tt_data(rstd), w ? tt_data(w) : NULL,
-                     b ? tt_data(b) : NULL);
-    else
-        bn_apply_f64(tt_data(xc), tt_data(y), N, C, S, tt_data(mean), tt_data(rstd), w ? tt_data(w) : NULL,
-                     b ? tt_data(b) : NULL);
+    const bn_job ja = {.kind = BJ_APPLY, .f64 = x->dtype != TT_F32, .N = N, .C = C, .S = S, .x = tt_data(xc),
+                       .y = tt_data(y), .mean = tt_data(mean), .rstd = tt_data(rstd), .w = w ? tt_data(w) : NULL,
+                       .b = b ? tt_data(b) : NULL};
+    bn_run(c, &ja);
     tt_tensor *in[3] = {xc, w, b};
     if (tt__needs_grad(c, in, 3)) {
         tt_node *n = tt__record(c, "batch_norm", bw_bn, y, in, 3);

@@ -80,14 +80,46 @@ static void save_geom(tt_node *n, const pool_geom *g) {
     n->i[5] = g->pw;
 }
 
+/* ---- threads ------------------------------------------------------------- */
+/* Every pooling pass works plane by plane ((n, c) pairs), and a plane's
+ * outputs and input-gradient plane belong to it alone: threads split the
+ * planes, and each value is computed in the same order as on one thread
+ * (results do not depend on the thread count). */
+enum { PJ_MAX, PJ_MAX_BW, PJ_AVG };
+typedef struct pool_job {
+    int kind;
+    bool f64, inc;
+    const pool_geom *g;
+    const void *x;
+    void *y;
+    int32_t *arg;
+    void *gx;
+    const void *gy;
+} pool_job;
+
+static void pool_planes(const pool_job *j, int64_t p0, int64_t p1);
+
+static void pool_task(void *a, int ith, int nth) {
+    const pool_job *j = a;
+    const int64_t per = (j->g->NC + nth - 1) / nth, p0 = per * ith;
+    const int64_t p1 = p0 + per < j->g->NC ? p0 + per : j->g->NC;
+    if (p0 < p1) pool_planes(j, p0, p1);
+}
+
+static void pool_run(tt_ctx *c, const pool_job *j) {
+    /* a few thousand values are not worth waking the pool */
+    if (j->g->NC > 1 && j->g->NC * j->g->H * j->g->W >= 16384) tl_threadpool_run(c->tp, pool_task, (void *)j);
+    else pool_planes(j, 0, j->g->NC);
+}
+
 /* ---- max pooling -------------------------------------------------------- */
 /* Branch-free running max (the comparison's outcome is data-random, so a
  * branch would mispredict half the time); a window holding a NaN (rare) is
  * redone so the first NaN wins, as NaN propagates in torch. */
 #define DEF_MAXPOOL(T, SFX)                                                                   \
-    static void maxpool_fwd_##SFX(const pool_geom *g, const T *restrict x, T *restrict y,     \
-                                  int32_t *restrict arg) {                                    \
-        for (int64_t p = 0; p < g->NC; p++) {                                                 \
+    static void maxpool_fwd_##SFX(const pool_geom *g, int64_t p0, int64_t p1, const T *restrict x, \
+                                  T *restrict y, int32_t *restrict arg) {                     \
+        for (int64_t p = p0; p < p1; p++) {                                                   \
             const T *xp = x + p * g->H * g->W;                                                \
             for (int64_t oh = 0; oh < g->OH; oh++)                                            \
                 for (int64_t ow = 0; ow < g->OW; ow++) {                                      \
@@ -122,22 +154,28 @@ static void save_geom(tt_node *n, const pool_geom *g) {
 DEF_MAXPOOL(float, f32)
 DEF_MAXPOOL(double, f64)
 
+/* gradient of planes [p0, p1): each output's gradient to its argmax */
+static void maxpool_bwd(const pool_job *j, int64_t p0, int64_t p1) {
+    const pool_geom *g = j->g;
+    const int64_t HW = g->H * g->W, P = g->OH * g->OW;
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t q = 0; q < P; q++) {
+            int64_t src = p * P + q, dst = p * HW + j->arg[src];
+            if (j->f64) ((double *)j->gx)[dst] += ((const double *)j->gy)[src];
+            else ((float *)j->gx)[dst] += ((const float *)j->gy)[src];
+        }
+}
+
 static tl_status bw_maxpool(tt_ctx *c, tt_node *n, const tt_tensor *gout) {
-    (void)c;
     if (!tt__need(n, 0)) return TL_OK;
     tt_tensor *x = n->in[0];
     tt_tensor *gx = tt__grad_buf(x);
     if (!gx) return TL_ERR_NOMEM;
     pool_geom g;
     geom_from_node(n, &g);
-    const int32_t *arg = n->extra;
-    int64_t HW = g.H * g.W, P = g.OH * g.OW;
-    for (int64_t p = 0; p < g.NC; p++)
-        for (int64_t q = 0; q < P; q++) {
-            int64_t src = p * P + q, dst = p * HW + arg[src];
-            if (x->dtype == TT_F32) ((float *)tt_data(gx))[dst] += ((const float *)tt_data(gout))[src];
-            else ((double *)tt_data(gx))[dst] += ((const double *)tt_data(gout))[src];
-        }
+    const pool_job j = {.kind = PJ_MAX_BW, .f64 = x->dtype != TT_F32, .g = &g, .arg = n->extra,
+                        .gx = tt_data(gx), .gy = tt_data(gout)};
+    pool_run(c, &j);
     return TL_OK;
 }
 
@@ -159,8 +197,9 @@ tt_tensor *tt_max_pool2d(tt_ctx *c, tt_tensor *x, const tt_pool_opt *o) {
         tl_err(TL_ERR_NOMEM, "train: max_pool2d: out of memory");
         return NULL;
     }
-    if (x->dtype == TT_F32) maxpool_fwd_f32(&g, tt_data(xc), tt_data(y), arg);
-    else maxpool_fwd_f64(&g, tt_data(xc), tt_data(y), arg);
+    const pool_job j = {.kind = PJ_MAX, .f64 = x->dtype != TT_F32, .g = &g, .x = tt_data(xc), .y = tt_data(y),
+                        .arg = arg};
+    pool_run(c, &j);
     if (rec) {
         tt_node *n = tt__record(c, "max_pool2d", bw_maxpool, y, &xc, 1);
         if (!n) {
@@ -192,10 +231,11 @@ static void avg_window(const pool_geom *g, int64_t oh, int64_t ow, bool include_
 }
 
 #define DEF_AVGPOOL(T, SFX)                                                                   \
-    static void avgpool_##SFX(const pool_geom *g, bool inc, const T *x, T *y, T *gx, const T *gy) { \
+    static void avgpool_##SFX(const pool_geom *g, int64_t p0, int64_t p1, bool inc, const T *x, T *y, T *gx, \
+                              const T *gy) {                                                  \
         if (g->ph == 0 && g->pw == 0) { /* every window inside: one divisor, no clipping */    \
             T div = (T)(g->kH * g->kW);                                                       \
-            for (int64_t p = 0; p < g->NC; p++)                                               \
+            for (int64_t p = p0; p < p1; p++)                                                 \
                 for (int64_t oh = 0; oh < g->OH; oh++)                                        \
                     for (int64_t ow = 0; ow < g->OW; ow++) {                                  \
                         int64_t q = (p * g->OH + oh) * g->OW + ow;                            \
@@ -213,7 +253,7 @@ static void avg_window(const pool_geom *g, int64_t oh, int64_t ow, bool include_
                     }                                                                         \
             return;                                                                           \
         }                                                                                     \
-        for (int64_t p = 0; p < g->NC; p++)                                                   \
+        for (int64_t p = p0; p < p1; p++)                                                     \
             for (int64_t oh = 0; oh < g->OH; oh++)                                            \
                 for (int64_t ow = 0; ow < g->OW; ow++) {                                      \
                     int64_t h0, h1, w0, w1;                                                   \
@@ -236,16 +276,30 @@ static void avg_window(const pool_geom *g, int64_t oh, int64_t ow, bool include_
 DEF_AVGPOOL(float, f32)
 DEF_AVGPOOL(double, f64)
 
+static void pool_planes(const pool_job *j, int64_t p0, int64_t p1) {
+    switch (j->kind) {
+    case PJ_MAX:
+        if (j->f64) maxpool_fwd_f64(j->g, p0, p1, j->x, j->y, j->arg);
+        else maxpool_fwd_f32(j->g, p0, p1, j->x, j->y, j->arg);
+        break;
+    case PJ_MAX_BW: maxpool_bwd(j, p0, p1); break;
+    case PJ_AVG: /* forward when y is set, else backward into gx */
+        if (j->f64) avgpool_f64(j->g, p0, p1, j->inc, j->x, j->y, j->gx, j->gy);
+        else avgpool_f32(j->g, p0, p1, j->inc, j->x, j->y, j->gx, j->gy);
+        break;
+    }
+}
+
 static tl_status bw_avgpool(tt_ctx *c, tt_node *n, const tt_tensor *gout) {
-    (void)c;
     if (!tt__need(n, 0)) return TL_OK;
     tt_tensor *x = n->in[0];
     tt_tensor *gx = tt__grad_buf(x);
     if (!gx) return TL_ERR_NOMEM;
     pool_geom g;
     geom_from_node(n, &g);
-    if (x->dtype == TT_F32) avgpool_f32(&g, n->i[6], NULL, NULL, tt_data(gx), tt_data(gout));
-    else avgpool_f64(&g, n->i[6], NULL, NULL, tt_data(gx), tt_data(gout));
+    const pool_job j = {.kind = PJ_AVG, .f64 = x->dtype != TT_F32, .inc = n->i[6] != 0, .g = &g,
+                        .gx = tt_data(gx), .gy = tt_data(gout)};
+    pool_run(c, &j);
     return TL_OK;
 }
 
@@ -257,8 +311,9 @@ tt_tensor *tt_avg_pool2d(tt_ctx *c, tt_tensor *x, const tt_pool_opt *o, bool cou
     int64_t osh[4] = {x->shape[0], x->shape[1], g.OH, g.OW};
     tt_tensor *y = tt__temp(c, x->dtype, 4, osh);
     if (!y) return NULL;
-    if (x->dtype == TT_F32) avgpool_f32(&g, count_include_pad, tt_data(xc), tt_data(y), NULL, NULL);
-    else avgpool_f64(&g, count_include_pad, tt_data(xc), tt_data(y), NULL, NULL);
+    const pool_job j = {.kind = PJ_AVG, .f64 = x->dtype != TT_F32, .inc = count_include_pad, .g = &g,
+                        .x = tt_data(xc), .y = tt_data(y)};
+    pool_run(c, &j);
     if (tt__needs_grad(c, &xc, 1)) {
         tt_node *n = tt__record(c, "avg_pool2d", bw_avgpool, y, &xc, 1);
         if (!n) return NULL;
