@@ -124,12 +124,61 @@ static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n
 }
 
 typedef struct { int *hits; int n; } tp_arg;
+/* The FFN activations (AVX2 exp/tanh where the CPU has it, libm on the tail)
+ * against double precision: values over the whole useful range and past
+ * the exp clamp, a length with a ragged tail, NaN propagated. */
+static void test_activations(void) {
+    enum { N = 4099 };
+    static float x[N], u[N], a[N], b[N], c[N];
+    uint64_t st = 12345;
+    for (int i = 0; i < N; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        double r = (double)(st >> 11) / 9007199254740992.0; /* [0, 1) */
+        /* most in [-12, 12], every 97th far out (the clamped exponent) */
+        x[i] = (float)(i % 97 == 0 ? (r - 0.5) * 400.0 : (r - 0.5) * 24.0);
+        u[i] = (float)(0.5 + r);
+    }
+    x[5] = NAN;
+    memcpy(a, x, sizeof x);
+    memcpy(b, x, sizeof x);
+    memcpy(c, x, sizeof x);
+    ops_silu_mul(a, u, N);
+    ops_gelu_mul(b, u, N);
+    ops_gelu(c, N);
+    double es = 0, eg = 0, eg1 = 0, eglibm = 0;
+    int nan_ok = 1;
+    for (int i = 0; i < N; i++) {
+        if (i == 5) {
+            nan_ok = a[i] != a[i] && b[i] != b[i] && c[i] != c[i];
+            continue;
+        }
+        double v = x[i], k = 0.7978845608028654;
+        double rs = v / (1.0 + exp(-v)) * u[i];
+        double rg1 = 0.5 * v * (1.0 + tanh(k * (v + 0.044715 * v * v * v)));
+        /* relative where the value is not tiny; absolute 1e-30 below */
+        es = fmax(es, fabs(a[i] - rs) / fmax(fabs(rs), 1e-30));
+        /* GELU relative to max(|gelu|, |x|): for x << 0 the value is
+         * x/2 (1 + tanh) with 1 + tanh cancelling, in libm's tanhf as in
+         * ours, so an error of an ulp of tanh is an ulp of |x|/2 */
+        eg = fmax(eg, fabs(b[i] - rg1 * u[i]) / fmax(fabs(rg1 * u[i]), fabs(v) * u[i]));
+        eg1 = fmax(eg1, fabs(c[i] - rg1) / fmax(fabs(rg1), fabs(v)));
+        float lf = 0.5f * x[i] * (1.0f + tanhf(0.7978845608028654f * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+        eglibm = fmax(eglibm, fabs(lf - rg1) / fmax(fabs(rg1), fabs(v)));
+    }
+    CHECK(nan_ok, "activations: NaN not propagated");
+    CHECK(es < 1e-6, "silu*u: max rel err %g", es);
+    CHECK(eg < 1e-6 && eg1 < 1e-6, "gelu*u / gelu: max err %g / %g (relative to max(|gelu|, |x|))", eg, eg1);
+    printf("activations vs double: silu*u %.2e, gelu*u %.2e, gelu %.2e (libm tanhf formula %.2e)\n", es, eg, eg1,
+           eglibm);
+}
+
 static void tp_mark(void *arg, int ith, int nth) {
     tp_arg *a = arg;
     for (int i = ith; i < a->n; i += nth) a->hits[i]++;
 }
 
 int main(void) {
+    test_activations();
     tl_threadpool *tp;
     CHECK(tl_threadpool_init(3, &tp) == TL_OK, "threadpool");
     int hits[1000] = {0};
