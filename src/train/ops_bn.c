@@ -150,12 +150,13 @@ static void bn_channels(const bn_job *j, int64_t c0, int64_t c1) {
 
 static void bn_task(void *a, int ith, int nth) {
     const bn_job *j = a;
-    const int64_t per = (j->C + nth - 1) / nth, c0 = per * ith, c1 = c0 + per < j->C ? c0 + per : j->C;
+    int64_t c0, c1;
+    tt__split(j->C, ith, nth, &c0, &c1);
     if (c0 < c1) bn_channels(j, c0, c1);
 }
 
 static void bn_run(tt_ctx *c, const bn_job *j) {
-    if (j->C > 1 && j->N * j->C * j->S >= 16384) tl_threadpool_run(c->tp, bn_task, (void *)j);
+    if (j->C > 1 && j->N * j->C * j->S >= TT_PAR_MIN) tl_threadpool_run(c->tp, bn_task, (void *)j);
     else bn_channels(j, 0, j->C);
 }
 

@@ -300,7 +300,8 @@ int64_t tt__gelu_tanh_bwd_avx2(const float *x, const float *g, float *gx, int64_
 
 static void un_task(void *arg, int ith, int nth) {
     un_job *j = arg;
-    int64_t per = (j->n + nth - 1) / nth, a = per * ith, b = a + per < j->n ? a + per : j->n;
+    int64_t a, b;
+    tt__split(j->n, ith, nth, &a, &b);
     if (a >= b) return;
     if (j->op == U_GELU_TANH && tl_cpu_has_avx2_fma()) {
         if (j->bw)
@@ -316,7 +317,7 @@ static void un_task(void *arg, int ith, int nth) {
 }
 
 static void un_run(tt_ctx *c, un_job *j) {
-    if (j->n >= 16384) tl_threadpool_run(c->tp, un_task, j);
+    if (j->n >= TT_PAR_MIN) tl_threadpool_run(c->tp, un_task, j);
     else un_task(j, 0, 1);
 }
 

@@ -101,14 +101,13 @@ static void pool_planes(const pool_job *j, int64_t p0, int64_t p1);
 
 static void pool_task(void *a, int ith, int nth) {
     const pool_job *j = a;
-    const int64_t per = (j->g->NC + nth - 1) / nth, p0 = per * ith;
-    const int64_t p1 = p0 + per < j->g->NC ? p0 + per : j->g->NC;
+    int64_t p0, p1;
+    tt__split(j->g->NC, ith, nth, &p0, &p1);
     if (p0 < p1) pool_planes(j, p0, p1);
 }
 
 static void pool_run(tt_ctx *c, const pool_job *j) {
-    /* a few thousand values are not worth waking the pool */
-    if (j->g->NC > 1 && j->g->NC * j->g->H * j->g->W >= 16384) tl_threadpool_run(c->tp, pool_task, (void *)j);
+    if (j->g->NC > 1 && j->g->NC * j->g->H * j->g->W >= TT_PAR_MIN) tl_threadpool_run(c->tp, pool_task, (void *)j);
     else pool_planes(j, 0, j->g->NC);
 }
 
@@ -166,18 +165,22 @@ static void maxpool_bwd(const pool_job *j, int64_t p0, int64_t p1) {
         }
 }
 
-static tl_status bw_maxpool(tt_ctx *c, tt_node *n, const tt_tensor *gout) {
+/* the backward of max (kind PJ_MAX_BW: through the saved argmax) or
+ * average pooling (PJ_AVG: the windows recomputed) */
+static tl_status pool_bw(tt_ctx *c, tt_node *n, const tt_tensor *gout, int kind) {
     if (!tt__need(n, 0)) return TL_OK;
     tt_tensor *x = n->in[0];
     tt_tensor *gx = tt__grad_buf(x);
     if (!gx) return TL_ERR_NOMEM;
     pool_geom g;
     geom_from_node(n, &g);
-    const pool_job j = {.kind = PJ_MAX_BW, .f64 = x->dtype != TT_F32, .g = &g, .arg = n->extra,
-                        .gx = tt_data(gx), .gy = tt_data(gout)};
+    const pool_job j = {.kind = kind, .f64 = x->dtype != TT_F32, .inc = kind == PJ_AVG && n->i[6] != 0, .g = &g,
+                        .arg = kind == PJ_MAX_BW ? n->extra : NULL, .gx = tt_data(gx), .gy = tt_data(gout)};
     pool_run(c, &j);
     return TL_OK;
 }
+
+static tl_status bw_maxpool(tt_ctx *c, tt_node *n, const tt_tensor *gout) { return pool_bw(c, n, gout, PJ_MAX_BW); }
 
 tt_tensor *tt_max_pool2d(tt_ctx *c, tt_tensor *x, const tt_pool_opt *o) {
     pool_geom g;
@@ -290,18 +293,7 @@ static void pool_planes(const pool_job *j, int64_t p0, int64_t p1) {
     }
 }
 
-static tl_status bw_avgpool(tt_ctx *c, tt_node *n, const tt_tensor *gout) {
-    if (!tt__need(n, 0)) return TL_OK;
-    tt_tensor *x = n->in[0];
-    tt_tensor *gx = tt__grad_buf(x);
-    if (!gx) return TL_ERR_NOMEM;
-    pool_geom g;
-    geom_from_node(n, &g);
-    const pool_job j = {.kind = PJ_AVG, .f64 = x->dtype != TT_F32, .inc = n->i[6] != 0, .g = &g,
-                        .gx = tt_data(gx), .gy = tt_data(gout)};
-    pool_run(c, &j);
-    return TL_OK;
-}
+static tl_status bw_avgpool(tt_ctx *c, tt_node *n, const tt_tensor *gout) { return pool_bw(c, n, gout, PJ_AVG); }
 
 tt_tensor *tt_avg_pool2d(tt_ctx *c, tt_tensor *x, const tt_pool_opt *o, bool count_include_pad) {
     pool_geom g;

@@ -140,6 +140,17 @@ tl_status tt__acc_grad(tt_tensor *t, const tt_tensor *g);
 tt_tensor *tt__grad_buf(tt_tensor *t);
 static inline bool tt__need(const tt_node *n, int i) { return n->in[i] && n->in[i]->requires_grad; }
 
+/* Element-wise style passes: fewer values than this stay on the calling
+ * thread (waking the pool costs more than they take). */
+#define TT_PAR_MIN 16384
+/* Thread ith's share [*a, *b) of n items in nth contiguous blocks (empty
+ * when a >= b). */
+static inline void tt__split(int64_t n, int ith, int nth, int64_t *a, int64_t *b) {
+    const int64_t per = (n + nth - 1) / nth;
+    *a = per * ith;
+    *b = *a + per < n ? *a + per : n;
+}
+
 /* Broadcast: output shape of a and b; false if incompatible. */
 bool tt__bcast_shape(const tt_tensor *a, const tt_tensor *b, int *ondim, int64_t *oshape);
 /* Strides of x aligned to a 4-d right-aligned output shape (0 where broadcast). */
