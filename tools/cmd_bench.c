@@ -141,22 +141,20 @@ int cmd_bench(int argc, char **argv) {
     tl_device_stats ds;
     const bool gpu = mp.backend == TL_BACKEND_CUDA;
     if (gpu) {
-        if (tl_model_device_stats(m, false, &ds)) {
-            fprintf(stderr, "tallow bench: %s\n", tl_last_error());
-            rc = 1;
-            goto done;
-        }
-        /* the probes need ~4 GiB free (less is tried); without them the
-         * table still runs, with no floor */
-        tl_device_stats dm;
-        if (tl_model_device_stats(m, true, &dm)) {
-            fprintf(stderr, "tallow bench: warning: device ceilings not measured (%s); no floor columns\n",
-                    tl_last_error());
-        } else {
-            ds = dm;
+        if (!tl_model_device_stats(m, true, &ds)) {
             printf("device %s: copy ceiling %.0f GB/s (device-to-device, read + write), f16 GEMM ceiling %.0f "
                    "TFLOP/s (8192^3), measured now; weights %.2f MiB on the device, %.2f MiB read per decode step\n",
                    ds.name, ds.copy_gbs, ds.gemm_tflops, ds.weight_bytes / 1048576.0, ds.decode_bytes / 1048576.0);
+        } else {
+            /* the probes need ~4 GiB free (less is tried); without them the
+             * table still runs, with no floor */
+            fprintf(stderr, "tallow bench: warning: device ceilings not measured (%s); no floor columns\n",
+                    tl_last_error());
+            if (tl_model_device_stats(m, false, &ds)) {
+                fprintf(stderr, "tallow bench: %s\n", tl_last_error());
+                rc = 1;
+                goto done;
+            }
         }
     }
     printf("| %-28s | %10s | %8s | %-7s | %7s | %6s | %20s | %9s | %9s | %5s | %9s |\n", "model", "size", "params",

@@ -620,7 +620,7 @@ static void test_attention(tlc_ctx *c, int hd, int nh, int nkv, int n_ctx, int p
     double e = rel_err(o.data(), ref.data(), ref.size(), &nn);
     /* the tensor-core prompt path rounds Q and the softmax weights to f16
      * (10-bit mantissa: ~5e-4 relative each); the f32 walks stay at 1e-4 */
-    const bool flash = n_tok > 1 && tlc_flash_prefill_supported(kt, hd);
+    const bool flash = n_tok > 1 && tlc_flash_prefill_supported(c, kt, hd);
     const double tol = flash ? 2e-3 : 1e-4;
     CHECK(e < tol, "attention hd=%d heads=%d/%d pos=%d f16=%d n_tok=%d: %.3g (tol %.0e), %zu non-finite", hd, nh,
           nkv, pos, f16, n_tok, e, tol, nn);

@@ -211,13 +211,12 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     const int G = n_head / n_kv_head;
     /* a q8_1 block must not straddle KV-head groups; otherwise the caller quantizes */
     int8_t *oq = (G * D) % 32 == 0 ? (int8_t *)out_q : (int8_t *)NULL;
-    if (c->att_warps == 8)
-        return tlc_launch(c, attn_decode_k<D, GMAX, KT, 8>, grid, dim3(8 * 32), 0, q, (const KT *)kc, (const KT *)vc, G,
-                          n_ctx, d_pos, scale, scratch, out, oq, (int64_t)n_head * D,
-                          c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV, c->att_chunk);
-    return tlc_launch(c, attn_decode_k<D, GMAX, KT, ATT_WARPS>, grid, dim3(ATT_WARPS * 32), 0, q, (const KT *)kc,
-                      (const KT *)vc, G, n_ctx, d_pos, scale, scratch, out, oq, (int64_t)n_head * D,
-                      c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV, c->att_chunk);
+    /* the two block sizes are two instances of one kernel signature */
+    const bool w8 = c->att_warps == 8;
+    auto k = w8 ? attn_decode_k<D, GMAX, KT, 8> : attn_decode_k<D, GMAX, KT, ATT_WARPS>;
+    return tlc_launch(c, k, grid, dim3((w8 ? 8 : ATT_WARPS) * 32), 0, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
+                      d_pos, scale, scratch, out, oq, (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV,
+                      c->att_chunk);
 }
 
 template <int D, int GMAX, typename KT>
@@ -308,7 +307,7 @@ tl_status tlc_attn_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const v
                            int64_t n_ctx, int64_t n_tok, const int32_t *d_pos, float scale,
                            float *out) {
     if (n_tok <= 0) return TL_OK;
-    if (tlc_flash_prefill_supported(kv_type, head_dim))
+    if (tlc_flash_prefill_supported(c, kv_type, head_dim))
         return tlc_flash_prefill(c, q, q_stride, kc, vc, n_head, n_kv_head, head_dim, n_ctx, n_tok, d_pos, scale, out);
     if (q_stride == 0) q_stride = (int64_t)n_head * head_dim;
     cudaError_t e = cudaSuccess;

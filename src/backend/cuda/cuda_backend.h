@@ -225,7 +225,7 @@ tl_status tlc_attn_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const v
 /* The tensor-core path tlc_attn_prefill takes where it applies (f16 cache,
  * head_dim 64 or 128; TALLOW_CUDA_NO_FLASH=1 turns it off): Q and the softmax
  * weights rounded to f16, f32 accumulation (cuda_flash.cu). */
-bool tlc_flash_prefill_supported(tl_type kv_type, int head_dim);
+bool tlc_flash_prefill_supported(const tlc_ctx *c, tl_type kv_type, int head_dim);
 tl_status tlc_flash_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,
                             int n_head, int n_kv_head, int head_dim, int64_t n_ctx, int64_t n_tok,
                             const int32_t *d_pos, float scale, float *out);

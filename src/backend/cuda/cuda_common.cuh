@@ -25,6 +25,7 @@ struct tlc_ctx {
     int epi_glu, epi_acc; /* q8_1 epilogue variant per mode (TLC_EPI_*) */
     int att_chunk;        /* decode attention: fewest positions per split */
     int att_warps;        /* decode attention: warps per block (4 or 8) */
+    bool flash;           /* prompt attention on the tensor cores (TALLOW_CUDA_NO_FLASH=1: off) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
                           * (each launch leaves them zero again) */
 };

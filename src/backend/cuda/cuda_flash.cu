@@ -24,7 +24,6 @@
 #include "backend/cuda/cuda_common.cuh"
 
 #include <math.h>
-#include <stdlib.h>
 
 #define FA_BQ 64 /* query tokens per block (4 warps x 16) */
 #define FA_BK 64 /* KV positions per tile */
@@ -256,8 +255,8 @@ static cudaError_t fa_launch(tlc_ctx *c, const float *q, int64_t q_stride, const
     return cudaGetLastError();
 }
 
-bool tlc_flash_prefill_supported(tl_type kv_type, int head_dim) {
-    return kv_type == TL_TYPE_F16 && (head_dim == 64 || head_dim == 128) && !getenv("TALLOW_CUDA_NO_FLASH");
+bool tlc_flash_prefill_supported(const tlc_ctx *c, tl_type kv_type, int head_dim) {
+    return c->flash && kv_type == TL_TYPE_F16 && (head_dim == 64 || head_dim == 128);
 }
 
 tl_status tlc_flash_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,
