@@ -244,13 +244,8 @@ int main(void) {
     autograd_behaviour();
     gemm_vs_naive();
     f32_paths_vs_f64();
-    double worst = 0, e;
-#define RUN(name, fn, nin, lo, hi, ...)                                  \
-    do {                                                                 \
-        const int64_t sh[][5] = {__VA_ARGS__};                           \
-        e = check_op(name, fn, nin, sh, lo, hi);                         \
-        worst = e > worst ? e : worst;                                   \
-    } while (0)
+    double worst = 0;
+#define RUN(...) GC_RUN(worst, __VA_ARGS__)
     RUN("add broadcast", b_add_bcast, 2, -1, 1, {3, 2, 3, 4}, {2, 3, 1});
     RUN("sub broadcast", b_sub_bcast, 2, -1, 1, {2, 2, 1}, {3, 3, 1, 5});
     RUN("mul broadcast", b_mul_bcast, 2, -1, 1, {3, 2, 3, 4}, {1, 4});

@@ -511,13 +511,8 @@ int main(void) {
     files();
     errors();
 
-    double worst = 0, e;
-#define RUN(name, fn, nin, lo, hi, ...)                                  \
-    do {                                                                 \
-        const int64_t sh[][5] = {__VA_ARGS__};                           \
-        e = check_op(name, fn, nin, sh, lo, hi);                         \
-        worst = e > worst ? e : worst;                                   \
-    } while (0)
+    double worst = 0;
+#define RUN(...) GC_RUN(worst, __VA_ARGS__)
     RUN("max dim 1", b_max_d1, 1, -1, 1, {3, 3, 4, 5});
     RUN("min dim -1 keepdim (permuted)", b_min_keep_perm, 1, -1, 1, {3, 4, 5, 3});
     RUN("max dim 0 keepdim (narrowed)", b_max_narrow, 1, -1, 1, {3, 4, 2, 5});

@@ -659,13 +659,8 @@ int main(int argc, char **argv) {
     bad_input();
     init_schemes();
     cnn_vs_torch();
-    double worst = 0, e;
-#define RUN(name, fn, nin, lo, hi, ...)                                  \
-    do {                                                                 \
-        const int64_t sh[][5] = {__VA_ARGS__};                           \
-        e = check_op(name, fn, nin, sh, lo, hi);                         \
-        worst = e > worst ? e : worst;                                   \
-    } while (0)
+    double worst = 0;
+#define RUN(...) GC_RUN(worst, __VA_ARGS__)
     RUN("conv2d 3x3 pad 1 + bias", b_conv_basic, 3, -1, 1, {4, 2, 3, 5, 6}, {4, 4, 3, 3, 3}, {1, 4});
     RUN("conv2d stride (2,3) pad (1,2)", b_conv_stride_pad, 3, -1, 1, {4, 2, 2, 7, 8}, {4, 3, 2, 3, 2}, {1, 3});
     RUN("conv2d dilation (2,3) groups 2", b_conv_dilation_groups, 3, -1, 1, {4, 2, 4, 7, 9}, {4, 6, 2, 2, 3},

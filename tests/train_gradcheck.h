@@ -81,4 +81,13 @@ static double check_op(const char *name, build_fn f, int nin, const int64_t shap
     return maxerr;
 }
 
+/* Check one op with shapes given as brace lists and keep the worst error
+ * in the double `worst`: GC_RUN(worst, name, fn, nin, lo, hi, {..}, ...). */
+#define GC_RUN(worst, name, fn, nin, lo, hi, ...)                                                \
+    do {                                                                                         \
+        const int64_t gc_sh_[][5] = {__VA_ARGS__};                                               \
+        const double gc_e_ = check_op(name, fn, nin, gc_sh_, lo, hi);                            \
+        if (gc_e_ > (worst)) (worst) = gc_e_;                                                    \
+    } while (0)
+
 #endif
