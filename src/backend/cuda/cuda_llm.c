@@ -71,10 +71,12 @@ typedef struct cl_session {
     bool prof;
     int prof_n;                 /* marks recorded this step */
     const char *prof_name[1024];
-    double prof_ms[2][64];
-    const char *prof_key[2][64];
-    int prof_keys[2], prof_steps[2];
-    bool prof_warm[2];
+    struct cl_prof_tally {
+        double ms[64];
+        const char *key[64];
+        int keys, steps;
+        bool warm;              /* the first step was seen (not counted) */
+    } tally[2];
     int32_t lg_tok;             /* tokens per logits chunk for eval_all */
     bool dev_logits_valid;      /* device logits hold the last token's */
 } cl_session;
@@ -413,41 +415,55 @@ size_t llm_cuda_session_bytes(const tl_session *s) {
         }                                                                                          \
     } while (0)
 
-/* mode 0: a decode step, 1: a prompt batch */
-static void cl_prof_collect(cl_session *cs, int mode) {
+/* A profiled step: mark 0 before its ops (each CL_OP then marks after
+ * itself), and after them sync and add the intervals to the tally of its
+ * mode (0: a decode step, 1: a prompt batch). No-ops unless profiling. */
+static tl_status cl_prof_begin(cl_session *cs) {
+    if (!cs->prof) return TL_OK;
+    cs->prof_n = 0;
+    return tlc_prof_mark(cs->cm->c, 0);
+}
+
+static tl_status cl_prof_end(cl_session *cs, int mode) {
+    if (!cs->prof) return TL_OK;
+    tl_status st = tlc_sync(cs->cm->c);
+    if (st) return st;
+    struct cl_prof_tally *t = &cs->tally[mode];
     /* the first of each kind is warm-up (module loads, cuBLAS heuristics: the
      * first QKV GEMM of a session took ~60 ms): not counted */
-    if (!cs->prof_warm[mode]) {
-        cs->prof_warm[mode] = true;
-        return;
+    if (!t->warm) {
+        t->warm = true;
+        return TL_OK;
     }
     for (int i = 1; i <= cs->prof_n; i++) {
         double ms = 0;
-        if (tlc_prof_elapsed(cs->cm->c, i - 1, i, &ms)) return;
+        if (tlc_prof_elapsed(cs->cm->c, i - 1, i, &ms)) return TL_OK;
         const char *nm = cs->prof_name[i - 1];
         int k = 0;
-        while (k < cs->prof_keys[mode] && strcmp(cs->prof_key[mode][k], nm)) k++;
-        if (k == cs->prof_keys[mode]) {
+        while (k < t->keys && strcmp(t->key[k], nm)) k++;
+        if (k == t->keys) {
             if (k == 64) continue;
-            cs->prof_key[mode][cs->prof_keys[mode]++] = nm;
-            cs->prof_ms[mode][k] = 0;
+            t->key[t->keys++] = nm;
+            t->ms[k] = 0;
         }
-        cs->prof_ms[mode][k] += ms;
+        t->ms[k] += ms;
     }
-    cs->prof_steps[mode]++;
+    t->steps++;
+    return TL_OK;
 }
 
 static void cl_prof_print(cl_session *cs) {
     if (!cs->prof) return;
     for (int mode = 0; mode < 2; mode++) {
-        if (!cs->prof_steps[mode]) continue;
+        const struct cl_prof_tally *t = &cs->tally[mode];
+        if (!t->steps) continue;
         double tot = 0;
-        for (int k = 0; k < cs->prof_keys[mode]; k++) tot += cs->prof_ms[mode][k];
+        for (int k = 0; k < t->keys; k++) tot += t->ms[k];
         fprintf(stderr, "cuda profile: %d eager %s, %.3f ms each (events after each op, gaps included)\n",
-                cs->prof_steps[mode], mode ? "prompt batches" : "decode steps", tot / cs->prof_steps[mode]);
-        for (int k = 0; k < cs->prof_keys[mode]; k++)
-            fprintf(stderr, "cuda profile: %-16s %9.1f us %5.1f%%\n", cs->prof_key[mode][k],
-                    1000.0 * cs->prof_ms[mode][k] / cs->prof_steps[mode], 100.0 * cs->prof_ms[mode][k] / tot);
+                t->steps, mode ? "prompt batches" : "decode steps", tot / t->steps);
+        for (int k = 0; k < t->keys; k++)
+            fprintf(stderr, "cuda profile: %-16s %9.1f us %5.1f%%\n", t->key[k], 1000.0 * t->ms[k] / t->steps,
+                    100.0 * t->ms[k] / tot);
     }
 }
 
@@ -584,13 +600,10 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
         cs->h_io[0] = s->n_past;
         cs->h_io[1] = tok;
         CL_TRY(tlc_upload(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t)));
-        cs->prof_n = 0;
-        CL_TRY(tlc_prof_mark(c, 0));
+        CL_TRY(cl_prof_begin(cs));
         CL_TRY(cl_layers(s, 1));
         CL_TRY(cl_head_last(s, 1));
-        CL_TRY(tlc_sync(c));
-        cl_prof_collect(cs, 0);
-        return TL_OK;
+        return cl_prof_end(cs, 0);
     }
     if (!cs->graph) {
         CL_TRY(tlc_sync(c));
@@ -630,16 +643,10 @@ static tl_status cl_eval(tl_session *s, const int32_t *tokens, int32_t n) {
             int32_t pos = s->n_past;
             CL_TRY(tlc_upload(c, cs->d_io, &pos, sizeof pos));
             CL_TRY(tlc_upload(c, cs->d_io + 1, tokens + i, (size_t)m * sizeof(int32_t)));
-            if (cs->prof) {
-                cs->prof_n = 0;
-                CL_TRY(tlc_prof_mark(c, 0));
-            }
+            CL_TRY(cl_prof_begin(cs));
             CL_TRY(cl_layers(s, m));
             if (i + m == n) CL_TRY(cl_head_last(s, m));
-            if (cs->prof) {
-                CL_TRY(tlc_sync(c));
-                cl_prof_collect(cs, 1);
-            }
+            CL_TRY(cl_prof_end(cs, 1));
         }
         s->n_past += m;
     }
@@ -678,7 +685,9 @@ tl_status llm_cuda_eval_all(tl_session *s, const int32_t *tokens, int32_t n, flo
         int32_t pos = s->n_past;
         CL_TRY(tlc_upload(c, cs->d_io, &pos, sizeof pos));
         CL_TRY(tlc_upload(c, cs->d_io + 1, tokens + i, (size_t)m * sizeof(int32_t)));
+        CL_TRY(cl_prof_begin(cs));
         CL_TRY(cl_layers(s, m));
+        CL_TRY(cl_prof_end(cs, 1));
         CL_TRY(tlc_act_prep(c, cs->x, cm->out_norm, hp->norm_eps, e, m, cs->xn, NULL));
         /* logits of lg_tok tokens at a time, the head in row chunks that fit
          * the GEMM scratch (sized for CL_HEAD_ROWS rows at init) */
