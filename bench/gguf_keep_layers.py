@@ -15,11 +15,16 @@ def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
-    src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    reader = gguf.GGUFReader(src, "r")
-    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
-    key = f"{arch}.block_count"
-    total = int(reader.fields[key].parts[-1][0])
+    src, dst = sys.argv[1], sys.argv[2]
+    try:
+        n = int(sys.argv[3])
+        reader = gguf.GGUFReader(src, "r")
+        arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+        key = f"{arch}.block_count"
+        total = int(reader.fields[key].parts[-1][0])
+    except (OSError, ValueError, KeyError) as e:
+        print(f"gguf_keep_layers: {src}: {e}", file=sys.stderr)
+        return 1
     if not 0 < n <= total:
         print(f"{src}: has {total} blocks, asked for {n}", file=sys.stderr)
         return 1
