@@ -13,7 +13,8 @@
 #   sanitize: compute-sanitizer memcheck + racecheck over a tiny e2e run.
 #   tune:   kernel checks + matvec table of each build in TUNE_BUILDS, op
 #           profiles (decode and prompt), tg128 of TUNE_MODELS under each
-#           build and each TUNE_CFGS environment (see the part).
+#           build and each TUNE_CFGS environment (see the part; TUNE_KEEP=1
+#           keeps the synthetic files in /tmp/m for a later part).
 # BUILD holds tallow, test_cuda_kernels and test_cuda_e2e (built here or
 # carried; BUILD/devlibs: shared libraries a bare GPU machine lacks).
 # The fraction of the decode floor uses the copy ceiling measured by
@@ -75,34 +76,36 @@ sanitize)
   ;;
 tune)
   # decode/prompt tuning: kernel checks + matvec table of each build in
-  # TUNE_BUILDS (default BUILD), op profiles of the first model (first
-  # batch/step not counted), then tg128 of each model in TUNE_MODELS
-  # (shape:type) under each build and each configuration of TUNE_CFGS (a
-  # comma-separated list of VAR=VALUE, "-" for the defaults), e.g.
-  # TALLOW_CUDA_ATT_WARPS, TALLOW_CUDA_ATT_CHUNK, TALLOW_CUDA_NO_FLASH
-  export COPY_GBS=$(ceiling)
-  for b in ${TUNE_BUILDS:-$B}; do
-    "$b/test_cuda_kernels" --bench > "$LOG/kernels-${b//\//_}.log" 2>&1
-    echo "== $b: test_cuda_kernels exit $?"
-    grep -E "FAIL|passed|BENCH (q4_k|q6_k|q4_0) " "$LOG/kernels-${b//\//_}.log"
-  done
+  # TUNE_BUILDS (default BUILD; TUNE_KERNELS=0 skips), op profiles of the
+  # first model (TUNE_PROF=0 skips; first batch/step not counted), then
+  # tg128 of each model in TUNE_MODELS (shape:type) under each build and
+  # each configuration of TUNE_CFGS ("+"-separated VAR=VALUE, "-" for the
+  # defaults), e.g. TALLOW_CUDA_ATT_WARPS=4+TALLOW_CUDA_EPI=2,2
+  if [ "${TUNE_KERNELS:-1}" = 1 ]; then
+    for b in ${TUNE_BUILDS:-$B}; do
+      "$b/test_cuda_kernels" --bench > "$LOG/kernels-${b//\//_}.log" 2>&1
+      echo "== $b: test_cuda_kernels exit $?"
+      grep -E "FAIL|passed|BENCH (ceiling|q4_k|q6_k|q4_0|f16 ) " "$LOG/kernels-${b//\//_}.log"
+    done
+  fi
   first=
   for spec in ${TUNE_MODELS:-llama3-8b:q4_0 llama3.2-1b:q4_0}; do
     f=/tmp/m/${spec/:/-}.gguf
-    "$B/tallow" synth --shape ${spec%%:*} --type ${spec##*:} -o $f >/dev/null 2>&1
+    [ -f $f ] || "$B/tallow" synth --shape ${spec%%:*} --type ${spec##*:} -o $f >/dev/null 2>&1
     [ -n "$first" ] || first=$f
   done
-  TALLOW_CUDA_PROF=1 "$B/tallow" bench -m $first --device cuda -p 512 -n 32 -r 2 2>&1 | grep -E "cuda profile|pp512|tg32"
+  [ "${TUNE_PROF:-1}" = 1 ] &&
+    TALLOW_CUDA_PROF=1 "$B/tallow" bench -m $first --device cuda -p 512 -n 32 -r 2 2>&1 | grep -E "cuda profile|pp512|tg32"
   for spec in ${TUNE_MODELS:-llama3-8b:q4_0 llama3.2-1b:q4_0}; do
     for b in ${TUNE_BUILDS:-$B}; do
       for cfg in ${TUNE_CFGS:--}; do
         echo "== $spec $b $cfg"
-        ( [ "$cfg" = - ] || export ${cfg//,/ }; "$b/tallow" bench -m /tmp/m/${spec/:/-}.gguf --device cuda \
-            -p ${TUNE_P:-0} -n 128 -r 3 2>&1 | grep -E "pp512|tg128" )
+        ( [ "$cfg" = - ] || export ${cfg//+/ }; "$b/tallow" bench -m /tmp/m/${spec/:/-}.gguf --device cuda \
+            -p ${TUNE_P:-0} -n 128 -r 3 2>&1 | grep -E "^device|pp512|tg128" )
       done
     done
   done
-  rm -f /tmp/m/*
+  [ "${TUNE_KEEP:-0}" = 1 ] || rm -f /tmp/m/*
   ;;
 
 

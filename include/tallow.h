@@ -146,8 +146,9 @@ typedef struct tl_device_stats {
     double copy_gbs;           /* device-to-device copy, GB/s counting read + write (0: not measured) */
     double gemm_tflops;        /* f16 GEMM on the tensor cores, TFLOP/s (0: not measured) */
     uint64_t weight_bytes;     /* device memory holding the weights */
-    uint64_t decode_bytes;     /* weight bytes one decode step reads: all but the token
-                                * embedding table (one row), unless the output head is it */
+    uint64_t decode_bytes;     /* weight bytes one decode step reads, in the file's encoding
+                                * (what any engine must stream): all but the token embedding
+                                * table (one row), unless the output head is it */
     uint64_t kv_bytes_per_pos; /* KV cache bytes per position, all layers */
     uint64_t mem_free, mem_total;
 } tl_device_stats;

@@ -102,7 +102,11 @@ static inline unsigned tlc_div_up(int64_t a, int64_t b) { return (unsigned)((a +
  *         high = element i+16), s = [nb] half d
  *   Q4_1: q as Q4_0, s = [nb] half2 (d, m)
  *   Q8_0: q = [nb][32] int8, s = [nb] half d
- *   Q4_K: as GGUF, 144-byte super-blocks (16 header + 128 quants)
+ *   Q4_K: q = [n/32][16] nibbles in Q4_0's order (one 32-value sub-block
+ *         per 16 bytes), s = [n/256] half2 (d, dmin) then [n/32] uint16
+ *         (6-bit scale | 6-bit min << 8): 148 bytes per 256 values (GGUF:
+ *         144), so a decode lane reads whole sub-blocks with one 16-byte
+ *         load like Q4_0 instead of halves of 144-byte blocks
  *   Q6_K: q = [nb][208] (ql 128, qh 64, scales 16), s = [nb] half d
  *   F16/BF16/F32: as GGUF, s unused */
 static inline bool tlc_layout(tl_type t, int64_t n_in, size_t *q_row, size_t *s_row) {
@@ -121,7 +125,7 @@ static inline bool tlc_layout(tl_type t, int64_t n_in, size_t *q_row, size_t *s_
         *q_row = (size_t)(n_in / 32) * 32; *s_row = (size_t)(n_in / 32) * 2; return true;
     case TL_TYPE_Q4_K:
         if (n_in % 256) return false;
-        *q_row = (size_t)(n_in / 256) * 144; *s_row = 0; return true;
+        *q_row = (size_t)(n_in / 32) * 16; *s_row = (size_t)(n_in / 256) * 20; return true;
     case TL_TYPE_Q6_K:
         if (n_in % 256) return false;
         *q_row = (size_t)(n_in / 256) * 208; *s_row = (size_t)(n_in / 256) * 2; return true;

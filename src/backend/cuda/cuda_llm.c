@@ -48,6 +48,8 @@ typedef struct cl_model {
     float *out_norm;
     float *rope_freqs;
     size_t max_raw;             /* largest raw tensor (staging for repack) */
+    size_t file_bytes;          /* the uploaded weights in the GGUF's encoding (the
+                                 * device layout of some types is larger: Q4_K) */
 } cl_model;
 
 typedef struct cl_session {
@@ -129,6 +131,7 @@ static tl_status cl_weight(cl_loader *L, tlc_weight *w, const tl_tensor *const *
     for (int i = 0; i < n; i++) {
         size_t raw = tl_row_bytes(t, n_in) * (size_t)ts[i]->ne[1];
         if (raw > L->cm->max_raw) L->cm->max_raw = raw;
+        if (!L->base) L->cm->file_bytes += raw;
     }
     if (!L->base) return TL_OK; /* sizing pass */
     tl_status s = tlc_weight_describe(w, t, n_in, rows, dst);
@@ -301,8 +304,8 @@ tl_status llm_cuda_device_stats(const tl_model *m, bool measure, tl_device_stats
     /* decode reads one embedding row; the table itself only when it is
      * also the output head (tied) */
     const bool tied = cm->out.q == cm->emb.q;
-    const size_t emb = tlc_weight_bytes(cm->emb.type, cm->emb.n_in, cm->emb.n_out);
-    o->decode_bytes = cm->mem_bytes - (tied || emb > cm->mem_bytes ? 0 : emb);
+    const size_t emb = tl_row_bytes(cm->emb.type, cm->emb.n_in) * (size_t)cm->emb.n_out;
+    o->decode_bytes = cm->file_bytes - (tied || emb > cm->file_bytes ? 0 : emb);
     o->copy_gbs = o->gemm_tflops = 0;
     if (!measure) return TL_OK;
     /* the copy probe: 2 GiB each way (well past the L2), less if memory is short */

@@ -171,65 +171,36 @@ template <> struct mv<TL_TYPE_Q8_0> {
     }
 };
 
-/* Q4_K: unit = one 64-value chunk j of a 256-value super-block: 32 quant
- * bytes (low nibbles: sub-block 2j, high: 2j+1), so one lane decodes the
- * chunk's two 6-bit scales/mins once; 4 lanes share the 16-byte header (d,
- * dmin, 12 bytes of scales), read through the cache. */
+/* Q4_K (repacked, cuda_common.cuh): unit = one 32-value sub-block, 16
+ * quant bytes in Q4_0's order; its scale/min pair (2 bytes) and the
+ * super-block's (d, dmin) come through L1 (8 lanes share them). Value =
+ * d*sc*q - dmin*m, so the dot is d*sc*xd*sum(q*xq) - dmin*m*sum(x). */
 template <> struct mv<TL_TYPE_Q4_K> {
-    struct W { uint4 q0, q1, h; };
-    static __device__ int64_t units(int64_t n) { return n / 64; }
+    struct W { uint4 q; __half2 dd; uint16_t scm; };
+    static __device__ int64_t units(int64_t n) { return n / 32; }
     static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        const uint8_t *b = (const uint8_t *)w.q + w.q_row * row + (u >> 2) * 144;
-        const uint8_t *qs = b + 16 + (u & 3) * 32;
+        const uint8_t *s = (const uint8_t *)w.s + w.s_row * row;
         W v;
-        v.h = __ldg((const uint4 *)b);
-        v.q0 = ld_stream(qs);
-        v.q1 = ld_stream(qs + 16);
+        v.q = ld_stream((const uint8_t *)w.q + w.q_row * row + u * 16);
+        v.dd = ((const __half2 *)s)[u >> 3];
+        v.scm = ((const uint16_t *)(s + w.n_in / 256 * 4))[u];
         return v;
-    }
-    static __device__ __forceinline__ int byte_of(const uint4 &h, int i) {
-        /* scales byte i (0..11) lives in header words y, z, w */
-        uint32_t wd = i < 4 ? h.y : (i < 8 ? h.z : h.w);
-        return (int)((wd >> (8 * (i & 3))) & 0xFF);
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
                                 const int8_t *xq, const float2 *xds) {
-        int64_t sb = u >> 2;
-        int j = (int)(u & 3);
-        int sc0, m0, sc1, m1;
-        if (j < 2) {
-            sc0 = byte_of(v.h, 2 * j) & 63; m0 = byte_of(v.h, 2 * j + 4) & 63;
-            sc1 = byte_of(v.h, 2 * j + 1) & 63; m1 = byte_of(v.h, 2 * j + 5) & 63;
-        } else {
-            int a0 = 2 * j, a1 = 2 * j + 1;
-            sc0 = (byte_of(v.h, a0 + 4) & 0xF) | ((byte_of(v.h, a0 - 4) >> 6) << 4);
-            m0 = (byte_of(v.h, a0 + 4) >> 4) | ((byte_of(v.h, a0) >> 6) << 4);
-            sc1 = (byte_of(v.h, a1 + 4) & 0xF) | ((byte_of(v.h, a1 - 4) >> 6) << 4);
-            m1 = (byte_of(v.h, a1 + 4) >> 4) | ((byte_of(v.h, a1) >> 6) << 4);
-        }
-        float2 dd = __half22float2(*(const __half2 *)&v.h.x);
-        const int8_t *xl = xq + sb * 256 + 64 * j;
-        int4 xa0 = ldx((const int4 *)xl), xa1 = ldx((const int4 *)(xl + 16));
-        int4 xb0 = ldx((const int4 *)(xl + 32)), xb1 = ldx((const int4 *)(xl + 48));
-        float2 d0 = ldx(xds + sb * 8 + 2 * j), d1 = ldx(xds + sb * 8 + 2 * j + 1);
-        int sa = 0, sbb = 0;
-        sa = dp4a((int)(v.q0.x & 0x0F0F0F0F), xa0.x, sa);
-        sa = dp4a((int)(v.q0.y & 0x0F0F0F0F), xa0.y, sa);
-        sa = dp4a((int)(v.q0.z & 0x0F0F0F0F), xa0.z, sa);
-        sa = dp4a((int)(v.q0.w & 0x0F0F0F0F), xa0.w, sa);
-        sa = dp4a((int)(v.q1.x & 0x0F0F0F0F), xa1.x, sa);
-        sa = dp4a((int)(v.q1.y & 0x0F0F0F0F), xa1.y, sa);
-        sa = dp4a((int)(v.q1.z & 0x0F0F0F0F), xa1.z, sa);
-        sa = dp4a((int)(v.q1.w & 0x0F0F0F0F), xa1.w, sa);
-        sbb = dp4a((int)((v.q0.x >> 4) & 0x0F0F0F0F), xb0.x, sbb);
-        sbb = dp4a((int)((v.q0.y >> 4) & 0x0F0F0F0F), xb0.y, sbb);
-        sbb = dp4a((int)((v.q0.z >> 4) & 0x0F0F0F0F), xb0.z, sbb);
-        sbb = dp4a((int)((v.q0.w >> 4) & 0x0F0F0F0F), xb0.w, sbb);
-        sbb = dp4a((int)((v.q1.x >> 4) & 0x0F0F0F0F), xb1.x, sbb);
-        sbb = dp4a((int)((v.q1.y >> 4) & 0x0F0F0F0F), xb1.y, sbb);
-        sbb = dp4a((int)((v.q1.z >> 4) & 0x0F0F0F0F), xb1.z, sbb);
-        sbb = dp4a((int)((v.q1.w >> 4) & 0x0F0F0F0F), xb1.w, sbb);
-        return dd.x * (sc0 * d0.x * (float)sa + sc1 * d1.x * (float)sbb) - dd.y * (m0 * d0.y + m1 * d1.y);
+        int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
+        float2 ds = ldx(xds + u);
+        int s = 0;
+        s = dp4a((int)(v.q.x & 0x0F0F0F0F), x0.x, s);
+        s = dp4a((int)(v.q.y & 0x0F0F0F0F), x0.y, s);
+        s = dp4a((int)(v.q.z & 0x0F0F0F0F), x0.z, s);
+        s = dp4a((int)(v.q.w & 0x0F0F0F0F), x0.w, s);
+        s = dp4a((int)((v.q.x >> 4) & 0x0F0F0F0F), x1.x, s);
+        s = dp4a((int)((v.q.y >> 4) & 0x0F0F0F0F), x1.y, s);
+        s = dp4a((int)((v.q.z >> 4) & 0x0F0F0F0F), x1.z, s);
+        s = dp4a((int)((v.q.w >> 4) & 0x0F0F0F0F), x1.w, s);
+        float2 dd = __half22float2(v.dd);
+        return dd.x * (float)(v.scm & 0xFF) * ds.x * (float)s - dd.y * (float)(v.scm >> 8) * ds.y;
     }
 };
 
@@ -471,22 +442,23 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
 template <int T>
 static cudaError_t mv_launch(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq,
                              const float2 *xds, float *y, int mode, const mv_fuse_d &f) {
-    constexpr bool KQ = T == TL_TYPE_Q6_K || T == TL_TYPE_Q4_K;
+    constexpr bool KQ = T == TL_TYPE_Q6_K; /* 64-value units */
     const int64_t n_out = mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out;
     const int epi = mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc;
     if (f.out_q && epi == TLC_EPI_BLOCK) {
-        if (mode == TLC_MV_GLU) /* K-quants: 8 warps x 4 outputs (16 rows would spill) */
-            return KQ ? tlc_launch(c, matvec_k<T, 8, 1, 8>, dim3(tlc_div_up(n_out, 32)), dim3(256), 0, *w, xf, xq, xds,
-                                   y, mode, n_out, f, c->mv_cnt)
-                      : tlc_launch(c, matvec_k<T, 16, 1, 4>, dim3(tlc_div_up(n_out, 32)), dim3(128), 0, *w, xf, xq, xds,
-                                   y, mode, n_out, f, c->mv_cnt);
-        return tlc_launch(c, matvec_k<T, 2, KQ ? 2 : 4, 16>, dim3(tlc_div_up(n_out, 32)), dim3(512), 0, *w, xf, xq, xds,
-                          y, mode, n_out, f, c->mv_cnt);
+        const dim3 g(tlc_div_up(n_out, 32));
+        if (mode == TLC_MV_GLU) /* Q6_K: 8 warps x 4 outputs (16 rows would spill) */
+            return KQ ? tlc_launch(c, matvec_k<T, 8, 1, 8>, g, dim3(256), 0, *w, xf, xq, xds, y, mode, n_out, f,
+                                   c->mv_cnt)
+                      : tlc_launch(c, matvec_k<T, 16, 1, 4>, g, dim3(128), 0, *w, xf, xq, xds, y, mode, n_out, f,
+                                   c->mv_cnt);
+        return tlc_launch(c, matvec_k<T, 2, KQ ? 2 : 4, 16>, g, dim3(512), 0, *w, xf, xq, xds, y, mode, n_out, f,
+                          c->mv_cnt);
     }
     constexpr int R = 2, U = KQ ? 2 : 4;
     const int64_t warps = mode == TLC_MV_GLU ? n_out : (n_out + R - 1) / R;
-    return tlc_launch(c, matvec_k<T, R, U, MV_WARPS>, dim3(tlc_div_up(warps, MV_WARPS)), dim3(MV_WARPS * 32), 0, *w,
-                      xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
+    const dim3 g(tlc_div_up(warps, MV_WARPS)), b(MV_WARPS * 32);
+    return tlc_launch(c, matvec_k<T, R, U, MV_WARPS>, g, b, 0, *w, xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
 }
 
 void tlc_set_mv_epilogue(tlc_ctx *c, int glu, int acc) {

@@ -68,6 +68,44 @@ __global__ void repack_q6_k_k(const uint8_t *src, uint8_t *q, uint16_t *s, int64
     s[b] = ld_u16(p + 208);
 }
 
+/* GGUF Q4_K: the 6-bit scale and min of sub-block is (0..7) from the 12 packed bytes */
+__device__ __forceinline__ void q4k_scale_min(const uint8_t *sc, int is, int *d, int *m) {
+    if (is < 4) {
+        *d = sc[is] & 63;
+        *m = sc[is + 4] & 63;
+    } else {
+        *d = (sc[is + 4] & 0xF) | ((sc[is - 4] >> 6) << 4);
+        *m = (sc[is + 4] >> 4) | ((sc[is] >> 6) << 4);
+    }
+}
+
+/* one thread per 256-value super-block (GGUF: half d, half dmin, 12 bytes of
+ * packed 6-bit scales/mins, 128 bytes where byte l of 32-byte chunk j holds
+ * value l of sub-block 2j (low nibble) and of 2j+1 (high)) -> q: sub-block
+ * is as 16 bytes, byte i = value i | value i+16 << 4; s: half2 (d, dmin) at
+ * [b % nsb] of the row's first part, uint16 (scale | min << 8) per
+ * sub-block in its second part (nsb super-blocks per row) */
+__global__ void repack_q4_k_k(const uint8_t *src, uint8_t *q, uint8_t *s, int64_t nblk, int64_t nsb,
+                              size_t s_row) {
+    int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= nblk) return;
+    const uint8_t *p = src + b * 144;
+    const int64_t row = b / nsb, k = b % nsb;
+    uint8_t *sr = s + s_row * row;
+    ((uint32_t *)sr)[k] = (uint32_t)ld_u16(p) | ((uint32_t)ld_u16(p + 2) << 16);
+    uint16_t *scm = (uint16_t *)(sr + nsb * 4) + k * 8;
+    for (int is = 0; is < 8; is++) {
+        int sc, m;
+        q4k_scale_min(p + 4, is, &sc, &m);
+        scm[is] = (uint16_t)(sc | (m << 8));
+        const uint8_t *qs = p + 16 + 32 * (is / 2);
+        const int sh = (is & 1) * 4;
+        uint8_t *o = q + b * 128 + is * 16;
+        for (int i = 0; i < 16; i++)
+            o[i] = (uint8_t)(((qs[i] >> sh) & 0xF) | (((qs[i + 16] >> sh) & 0xF) << 4));
+    }
+}
+
 static size_t tlc_raw_row(tl_type t, int64_t n_in) { return tl_row_bytes(t, n_in); }
 
 tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, int64_t n_rows,
@@ -79,7 +117,7 @@ tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, 
     uint8_t *q = (uint8_t *)w->q + w->q_row * (size_t)row0;
     uint8_t *s = w->s ? (uint8_t *)w->s + w->s_row * (size_t)row0 : NULL;
     switch (w->type) {
-    case TL_TYPE_F32: case TL_TYPE_F16: case TL_TYPE_BF16: case TL_TYPE_Q4_K:
+    case TL_TYPE_F32: case TL_TYPE_F16: case TL_TYPE_BF16:
         TLC_TRY(cudaMemcpyAsync(q, host, raw, cudaMemcpyHostToDevice, c->stream), "weight upload");
         return TL_OK;
     default: break;
@@ -101,6 +139,10 @@ tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, 
         nblk = w->n_in / 32 * n_rows;
         repack_q8_0_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint16_t *)s, nblk);
         break;
+    case TL_TYPE_Q4_K:
+        nblk = w->n_in / 256 * n_rows;
+        repack_q4_k_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, s, nblk, w->n_in / 256, w->s_row);
+        break;
     case TL_TYPE_Q6_K:
         nblk = w->n_in / 256 * n_rows;
         repack_q6_k_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint16_t *)s, nblk);
@@ -120,16 +162,6 @@ tl_status tlc_weight_upload(tlc_ctx *c, tlc_weight *w, tl_type t, int64_t n_in, 
 }
 
 /* ---- dequantize one 32-element chunk (chunk index ch within the row) ---- */
-
-__device__ __forceinline__ void q4k_scale_min(const uint8_t *sc, int is, int *d, int *m) {
-    if (is < 4) {
-        *d = sc[is] & 63;
-        *m = sc[is + 4] & 63;
-    } else {
-        *d = (sc[is + 4] & 0xF) | ((sc[is - 4] >> 6) << 4);
-        *m = (sc[is + 4] >> 4) | ((sc[is] >> 6) << 4);
-    }
-}
 
 __device__ void tlc_deq_chunk(const tlc_weight w, int64_t row, int64_t ch, float *o) {
     const uint8_t *q = (const uint8_t *)w.q + w.q_row * row;
@@ -176,15 +208,14 @@ __device__ void tlc_deq_chunk(const tlc_weight w, int64_t row, int64_t ch, float
         break;
     }
     case TL_TYPE_Q4_K: {
-        const uint8_t *b = q + (ch / 8) * 144;
-        int cc = (int)(ch % 8);
-        float d = __half2float(*(const __half *)b);
-        float dmin = __half2float(*(const __half *)(b + 2));
-        int sc, m;
-        q4k_scale_min(b + 4, cc, &sc, &m);
-        const uint8_t *qs = b + 16 + 32 * (cc / 2);
-        int sh = (cc & 1) * 4;
-        for (int i = 0; i < 32; i++) o[i] = d * sc * (float)((qs[i] >> sh) & 0xF) - dmin * m;
+        const uint8_t *p = q + ch * 16;
+        float2 dd = __half22float2(((const __half2 *)s)[ch / 8]);
+        uint16_t scm = ((const uint16_t *)(s + w.n_in / 256 * 4))[ch];
+        float ds = dd.x * (float)(scm & 0xFF), dm = dd.y * (float)(scm >> 8);
+        for (int i = 0; i < 16; i++) {
+            o[i] = ds * (float)(p[i] & 0xF) - dm;
+            o[i + 16] = ds * (float)(p[i] >> 4) - dm;
+        }
         break;
     }
     case TL_TYPE_Q6_K: {
@@ -242,14 +273,14 @@ template <> __device__ __forceinline__ void deq8<TL_TYPE_Q8_0>(const tlc_weight 
     }
 }
 template <> __device__ __forceinline__ void deq8<TL_TYPE_Q4_K>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
-    const uint8_t *b = (const uint8_t *)w.q + w.q_row * row + (g >> 5) * 144;
-    int cc = (int)((g >> 2) & 7), part = (int)(g & 3);
-    float d = __half2float(*(const __half *)b), dmin = __half2float(*(const __half *)(b + 2));
-    int sc, m;
-    q4k_scale_min(b + 4, cc, &sc, &m);
-    uint2 q = *(const uint2 *)(b + 16 + 32 * (cc >> 1) + part * 8);
-    int sh = (cc & 1) * 4;
-    float ds = d * sc, dm = dmin * m;
+    int64_t ch = g >> 2;
+    int part = (int)(g & 3);
+    uint2 q = *(const uint2 *)((const uint8_t *)w.q + w.q_row * row + ch * 16 + (part & 1) * 8);
+    const uint8_t *s = (const uint8_t *)w.s + w.s_row * row;
+    float2 dd = __half22float2(((const __half2 *)s)[ch >> 3]);
+    uint16_t scm = ((const uint16_t *)(s + w.n_in / 256 * 4))[ch];
+    float ds = dd.x * (float)(scm & 0xFF), dm = dd.y * (float)(scm >> 8);
+    int sh = (part >> 1) * 4;
     for (int i = 0; i < 8; i++) {
         uint32_t wd = i < 4 ? q.x : q.y;
         o[i] = ds * (float)((wd >> (8 * (i & 3) + sh)) & 0xF) - dm;
