@@ -65,14 +65,19 @@ smol)
   ;;
 sanitize)
   # compute-sanitizer (memcheck, then racecheck for shared memory) over a
-  # whole CPU-vs-CUDA run of a tiny synthetic llama (head_dim 64: the flash
-  # prompt path; decode graph with programmatic dependent launch)
-  "$B/tallow" synth --shape tiny --type q4_0 -o /tmp/m/tiny.gguf >/dev/null 2>&1
-  for tool in memcheck racecheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 "$B/test_cuda_e2e" /tmp/m/tiny.gguf 20 16 > "$LOG/san-$tool.log" 2>&1
-    echo "compute-sanitizer $tool: exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|e2e passed|FAIL" "$LOG/san-$tool.log"
+  # whole CPU-vs-CUDA run of tiny synthetic llamas (head_dim 64: the flash
+  # prompt path; decode graph with programmatic dependent launch; the down
+  # projection quantizing its input in shared memory: TALLOW_CUDA_INQ=1)
+  for t in q4_0 q4_k_m; do
+    "$B/tallow" synth --shape tiny --type $t -o /tmp/m/tiny.gguf >/dev/null 2>&1
+    for tool in memcheck racecheck; do
+      TALLOW_CUDA_INQ=1 compute-sanitizer --tool $tool --error-exitcode 9 "$B/test_cuda_e2e" /tmp/m/tiny.gguf 20 16 \
+        > "$LOG/san-$t-$tool.log" 2>&1
+      echo "compute-sanitizer $tool ($t): exit $?"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|e2e passed|FAIL" "$LOG/san-$t-$tool.log"
+    done
+    rm -f /tmp/m/tiny.gguf
   done
-  rm -f /tmp/m/tiny.gguf
   ;;
 tune)
   # decode/prompt tuning: kernel checks + matvec table of each build in

@@ -397,6 +397,35 @@ static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
     CHECK(e_acc < tol && bad_e == 0, "fused accum+epilogue %s %lldx%lld: %.3g, %d bad epilogue values",
           tl_type_name(t), (long long)n_out, (long long)n_in, e_acc, bad_e);
 
+    /* the same with each block quantizing the f32 input itself (in_q8, how
+     * the down projection reads the GLU output), under every epilogue
+     * variant: act_prep's bytes, so y, the epilogue's f32/q8_1/sums must be
+     * bit-identical to the run above */
+    int diff_iq = -1;
+    if (tlc_mv_in_q8_ok(&w)) {
+        diff_iq = 0;
+        for (int epi = TLC_EPI_SPLIT; epi <= TLC_EPI_BLOCK; epi++) {
+            tlc_set_mv_epilogue(c, TLC_EPI_SPLIT, epi);
+            up(c, dy, y0.data(), n_out * 4);
+            dyf.poison();
+            dyq.poison();
+            dyss.poison();
+            tlc_mv_fuse fi = fe;
+            fi.in_q8 = true;
+            OK(tlc_matvec_fused(c, &w, dxf.f(), NULL, dy.f(), TLC_MV_ACCUM, &fi));
+            std::vector<float> y2 = down(c, dy, n_out), yf2 = down(c, dyf, n_out), yss2 = down(c, dyss, n_out / 32);
+            std::vector<uint8_t> yq2(yq.size());
+            OK(tlc_download(c, yq2.data(), dyq.p, yq2.size()));
+            diff_iq += memcmp(y2.data(), y.data(), n_out * 4) != 0;
+            diff_iq += memcmp(yf2.data(), yf.data(), n_out * 4) != 0;
+            diff_iq += memcmp(yss2.data(), yss.data(), n_out / 32 * 4) != 0;
+            diff_iq += memcmp(yq2.data(), yq.data(), yq.size()) != 0;
+        }
+        tlc_set_mv_epilogue(c, TLC_EPI_SPLIT, TLC_EPI_BLOCK); /* tlc_init's choice */
+        CHECK(diff_iq == 0, "in-block q8 input %s %lldx%lld: %d of 12 outputs differ from the act_prep path",
+              tl_type_name(t), (long long)n_out, (long long)n_in, diff_iq);
+    }
+
     /* GLU with the norm folded in and the q8_1 epilogue */
     const int64_t m = n_out / 2;
     std::vector<double> rg(m);
@@ -413,8 +442,9 @@ static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
     int bad_g = q8_mismatch(gq, y.data(), m);
     CHECK(e_glu < 4 * tol && bad_g == 0, "fused glu+q8 %s %lldx%lld: %.3g, %d bad quants", tl_type_name(t),
           (long long)n_out, (long long)n_in, e_glu, bad_g);
-    printf("  fused %-5s %6lldx%-6lld norm-fold %.2e, accum+epilogue %.2e, glu+q8 %.2e (%d bad)\n",
-           tl_type_name(t), (long long)n_out, (long long)n_in, e, e_acc, e_glu, bad + bad_e + bad_g);
+    printf("  fused %-5s %6lldx%-6lld norm-fold %.2e, accum+epilogue %.2e, glu+q8 %.2e (%d bad)%s\n",
+           tl_type_name(t), (long long)n_out, (long long)n_in, e, e_acc, e_glu, bad + bad_e + bad_g,
+           diff_iq == 0 ? ", in-block q8 input identical" : "");
 }
 
 static void test_norm_prep(tlc_ctx *c) {

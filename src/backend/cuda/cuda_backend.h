@@ -143,7 +143,13 @@ typedef struct tlc_rope_params {
  *  rope: the QKV matvec's epilogue (STORE, rows [q | k | v] of n_head,
  *    n_kv_head, n_kv_head heads): rotates q and k at *d_pos (adjacent pairs,
  *    n_rot == head_dim, not NeoX) and stores k, v into the f16 cache, as
- *    tlc_rope_kv does, without its launch. */
+ *    tlc_rope_kv does, without its launch.
+ *  in_q8: quantized weights read the f32 input xf and each block makes its
+ *    own q8_1 copy in shared memory (xq unused; the same bytes as
+ *    tlc_act_prep): the producer then needs no quantize epilogue or launch
+ *    (the GLU output before the down projection). tlc_mv_in_q8_ok says
+ *    whether a weight allows it (n_in <= TLC_MV_INQ_MAX: 1.25 bytes per
+ *    input in the 48 KiB of shared memory a launch gets without opt-in). */
 typedef struct tlc_rope_kv_args {
     tlc_rope_params p;
     int n_head, n_kv_head, head_dim;
@@ -159,7 +165,15 @@ typedef struct tlc_mv_fuse {
     void *out_q;
     float *out_ss;
     const tlc_rope_kv_args *rope;
+    bool in_q8;
 } tlc_mv_fuse;
+#define TLC_MV_INQ_MAX 36864
+bool tlc_mv_in_q8_ok(const tlc_weight *w);
+/* whether the decode layer should (allowed, and chosen for this type by
+ * measurement; TALLOW_CUDA_INQ=0/1 forces never/always) */
+bool tlc_mv_in_q8_use(const tlc_ctx *c, const tlc_weight *w);
+/* F16/BF16/F32: matvecs read the f32 activation, no q8_1 */
+bool tlc_weight_is_float(const tlc_weight *w);
 tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y,
                            int mode, const tlc_mv_fuse *f);
 /* How the q8_1 epilogue runs (GLU mode / accumulate-store modes): a separate

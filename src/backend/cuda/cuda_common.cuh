@@ -26,6 +26,8 @@ struct tlc_ctx {
     int att_chunk;        /* decode attention: fewest positions per split */
     int att_warps;        /* decode attention: warps per block (4 or 8) */
     bool flash;           /* prompt attention on the tensor cores (TALLOW_CUDA_NO_FLASH=1: off) */
+    int inq;              /* down projection quantizes its input in-block: 0 never, 1 where
+                           * possible, 2 for the types measured faster (TALLOW_CUDA_INQ) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
                           * (each launch leaves them zero again) */
 };
@@ -107,7 +109,11 @@ static inline unsigned tlc_div_up(int64_t a, int64_t b) { return (unsigned)((a +
  *         (6-bit scale | 6-bit min << 8): 148 bytes per 256 values (GGUF:
  *         144), so a decode lane reads whole sub-blocks with one 16-byte
  *         load like Q4_0 instead of halves of 144-byte blocks
- *   Q6_K: q = [nb][208] (ql 128, qh 64, scales 16), s = [nb] half d
+ *   Q6_K: q = [n/32][16] low nibbles in Q4_0's order, then [n/32][8] high
+ *         bit pairs (uint2 H: value 4j+b of the first 16 at byte b of H.x,
+ *         bits 2j..2j+1; the second 16 in H.y), s = [n/256] half d, then
+ *         [n/16] int8 scales: 210 bytes per 256 values like GGUF, read as
+ *         whole 32-value units (16 + 8 bytes) by one lane
  *   F16/BF16/F32: as GGUF, s unused */
 static inline bool tlc_layout(tl_type t, int64_t n_in, size_t *q_row, size_t *s_row) {
     switch (t) {
@@ -128,7 +134,7 @@ static inline bool tlc_layout(tl_type t, int64_t n_in, size_t *q_row, size_t *s_
         *q_row = (size_t)(n_in / 32) * 16; *s_row = (size_t)(n_in / 256) * 20; return true;
     case TL_TYPE_Q6_K:
         if (n_in % 256) return false;
-        *q_row = (size_t)(n_in / 256) * 208; *s_row = (size_t)(n_in / 256) * 2; return true;
+        *q_row = (size_t)(n_in / 32) * 24; *s_row = (size_t)(n_in / 256) * 18; return true;
     default: return false;
     }
 }

@@ -36,6 +36,8 @@ tl_status tlc_init(int device, tlc_ctx **out) {
      * TALLOW_CUDA_ATT_WARPS=4 for the old layout */
     const char *aw = getenv("TALLOW_CUDA_ATT_WARPS");
     c->att_warps = aw && atoi(aw) == 4 ? 4 : 8;
+    const char *iq = getenv("TALLOW_CUDA_INQ");
+    c->inq = iq && iq[0] >= '0' && iq[0] <= '2' ? iq[0] - '0' : 2;
     const char *nf = getenv("TALLOW_CUDA_NO_FLASH");
     c->flash = !(nf && nf[0] == '1');
     const char *epi = getenv("TALLOW_CUDA_EPI"); /* "G,A": variants for GLU and accumulate */

@@ -543,19 +543,25 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             const tlc_mv_fuse fwo = {.out_norm = L->ffn_norm, .out_f = cs->xn, .out_q = cs->xq, .out_ss = cs->ssp};
             CL_OP("mv wo", tlc_matvec_fused(c, &L->wo, cs->att, cs->xqb, cs->x, TLC_MV_ACCUM, &fwo));
             const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = eps};
+            /* the down projection's input: f32 for float weights; for
+             * quantized ones each down block quantizes it itself (in_q8),
+             * else (too wide) a q8_1 epilogue of the GLU */
+            const bool dn_inq = tlc_mv_in_q8_use(c, &L->wd), dn_f = tlc_weight_is_float(&L->wd);
+            void *glu_q = dn_inq || dn_f ? NULL : cs->xqb;
             if (L->fused_gu) {
-                const tlc_mv_fuse fgu = {.in_ss = cs->ssp, .eps = eps, .out_q = cs->xqb};
+                const tlc_mv_fuse fgu = {.in_ss = cs->ssp, .eps = eps, .out_q = glu_q};
                 CL_OP("mv gate+up", tlc_matvec_fused(c, &L->gu, cs->xn, cs->xq, cs->g, TLC_MV_GLU, &fgu));
             } else {
                 CL_OP("mv gate", tlc_matvec_fused(c, &L->wg, cs->xn, cs->xq, cs->gu, TLC_MV_STORE, &fin));
                 CL_OP("mv up", tlc_matvec_fused(c, &L->wu, cs->xn, cs->xq, cs->gu + nff, TLC_MV_STORE, &fin));
                 CL_OP("glu+quantize", tlc_glu_rows(c, cs->gu, cs->g, 1, nff));
-                CL_OP("glu+quantize", tlc_act_prep(c, cs->g, NULL, 0, nff, 1, NULL, cs->xqb));
+                if (glu_q) CL_OP("glu+quantize", tlc_act_prep(c, cs->g, NULL, 0, nff, 1, NULL, glu_q));
             }
             /* the epilogue prepares the next norm: layer il+1's or the output's */
             const float *next_norm = il + 1 < hp->n_layer ? cm->layers[il + 1].attn_norm : cm->out_norm;
-            const tlc_mv_fuse fdn = {.out_norm = next_norm, .out_f = cs->xn, .out_q = cs->xq, .out_ss = cs->ssp};
-            CL_OP("mv down", tlc_matvec_fused(c, &L->wd, cs->g, cs->xqb, cs->x, TLC_MV_ACCUM, &fdn));
+            const tlc_mv_fuse fdn = {
+                .out_norm = next_norm, .out_f = cs->xn, .out_q = cs->xq, .out_ss = cs->ssp, .in_q8 = dn_inq};
+            CL_OP("mv down", tlc_matvec_fused(c, &L->wd, cs->g, glu_q, cs->x, TLC_MV_ACCUM, &fdn));
         } else {
             CL_OP("pp attention", tlc_attn_prefill(c, cs->qkv, qkvd, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd,
                                                    s->n_ctx, m, d_pos, scale, cs->att));

@@ -43,7 +43,7 @@ __device__ __forceinline__ uint4 ld_stream(const void *p) { return __ldcs((const
  * when this grid starts); with .nc, decode logits were wrong (see header). */
 template <typename T> __device__ __forceinline__ T ldx(const T *p) { return *p; }
 
-/* units per row for each type (16 weight bytes each; Q6_K: a 48-byte unit) */
+/* units per row for each type (16 weight bytes each; Q6_K: 24) */
 template <int T> struct mv;
 
 template <> struct mv<TL_TYPE_F16> {
@@ -204,55 +204,37 @@ template <> struct mv<TL_TYPE_Q4_K> {
     }
 };
 
-/* Q6_K: unit = (n, t) quarter of a super-block: 16 bytes of ql low half, 16
- * of ql high half, 16 of qh -> 64 values in 4 groups of 16. */
+/* Q6_K (repacked, cuda_common.cuh): unit = 32 values, 16 bytes of low
+ * nibbles + 8 bytes of high bit pairs (both streamed), d and the two int8
+ * scales of its halves through L1. Values are 6-bit unsigned minus 32. */
 template <> struct mv<TL_TYPE_Q6_K> {
-    struct W { uint4 a, b, h; uint32_t sc; __half d; };
-    static __device__ int64_t units(int64_t n) { return n / 64; }
+    struct W { uint4 q; uint2 h; __half d; uint16_t sc; };
+    static __device__ int64_t units(int64_t n) { return n / 32; }
     static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        int64_t sb = u >> 2;
-        int n = (int)((u >> 1) & 1), t = (int)(u & 1);
-        const uint8_t *b = (const uint8_t *)w.q + w.q_row * row + sb * 208;
+        const uint8_t *q = (const uint8_t *)w.q + w.q_row * row, *s = (const uint8_t *)w.s + w.s_row * row;
         W v;
-        v.a = ld_stream(b + 64 * n + 16 * t);
-        v.b = ld_stream(b + 64 * n + 32 + 16 * t);
-        v.h = ld_stream(b + 128 + 32 * n + 16 * t);
-        /* scales 8n+t+{0,2,4,6}: bytes of the two words at 192+8n */
-        const uint32_t *sw = (const uint32_t *)(b + 192 + 8 * n);
-        uint32_t s0 = __ldg(sw), s1 = __ldg(sw + 1);
-        /* pack sc[t], sc[t+2] (from s0) and sc[t+4], sc[t+6] (from s1) */
-        v.sc = ((s0 >> (8 * t)) & 0xFF) | (((s0 >> (8 * (t + 2))) & 0xFF) << 8) |
-               (((s1 >> (8 * t)) & 0xFF) << 16) | (((s1 >> (8 * (t + 2))) & 0xFF) << 24);
-        v.d = ((const __half *)((const uint8_t *)w.s + w.s_row * row))[sb];
+        v.q = ld_stream(q + u * 16);
+        v.h = __ldcs((const uint2 *)(q + w.n_in / 2 + u * 8));
+        v.d = ((const __half *)s)[u >> 3];
+        v.sc = ((const uint16_t *)(s + w.n_in / 256 * 2))[u];
         return v;
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
                                 const int8_t *xq, const float2 *xds) {
-        int64_t sb = u >> 2;
-        int n = (int)((u >> 1) & 1), t = (int)(u & 1);
-        int64_t e0 = sb * 256 + 128 * n + 16 * t;
-        const uint32_t A[4] = {v.a.x, v.a.y, v.a.z, v.a.w};
-        const uint32_t B[4] = {v.b.x, v.b.y, v.b.z, v.b.w};
-        const uint32_t H[4] = {v.h.x, v.h.y, v.h.z, v.h.w};
-        float r = 0;
+        int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
+        float2 ds = ldx(xds + u);
+        const uint32_t Q[4] = {v.q.x, v.q.y, v.q.z, v.q.w};
+        const int X0[4] = {x0.x, x0.y, x0.z, x0.w}, X1[4] = {x1.x, x1.y, x1.z, x1.w};
+        int s0 = 0, s1 = 0;
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            int4 x = ldx((const int4 *)(xq + e0 + 32 * k));
-            const int xs[4] = {x.x, x.y, x.z, x.w};
-            int s = 0;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                uint32_t lo = (k & 1) ? B[i] : A[i];
-                lo = (k & 2) ? (lo >> 4) & 0x0F0F0F0F : lo & 0x0F0F0F0F;
-                uint32_t hi = ((H[i] >> (2 * k)) & 0x03030303) << 4;
-                int q = (int)__vsub4(lo | hi, 0x20202020);
-                s = dp4a(q, xs[i], s);
-            }
-            float2 ds = ldx(xds + sb * 8 + 4 * n + k);
-            int scv = (int)(int8_t)((v.sc >> (8 * k)) & 0xFF);
-            r += (float)scv * ds.x * (float)s;
+        for (int j = 0; j < 4; j++) {
+            const uint32_t lo = (Q[j] & 0x0F0F0F0F) | (((v.h.x >> (2 * j)) & 0x03030303) << 4);
+            const uint32_t hi = ((Q[j] >> 4) & 0x0F0F0F0F) | (((v.h.y >> (2 * j)) & 0x03030303) << 4);
+            s0 = dp4a((int)__vsub4(lo, 0x20202020), X0[j], s0);
+            s1 = dp4a((int)__vsub4(hi, 0x20202020), X1[j], s1);
         }
-        return __half2float(v.d) * r;
+        const int sc0 = (int)(int8_t)(v.sc & 0xFF), sc1 = (int)(int8_t)(v.sc >> 8);
+        return __half2float(v.d) * ds.x * (float)(sc0 * s0 + sc1 * s1);
     }
 };
 
@@ -280,6 +262,7 @@ struct mv_fuse_d {
     __half *kc, *vc;
     int64_t n_ctx;
     const int32_t *d_pos;
+    int in_q; /* quantize xf into shared memory in each block (tlc_mv_fuse.in_q8) */
 };
 
 /* rows r0, r0+1 (an adjacent pair of one head) of [q | k | v]: rotate q/k
@@ -308,6 +291,54 @@ __device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, flo
     }
 }
 
+/* U units of each of the R rows per lane, from unit base on (weights only) */
+template <typename M, int U, int R>
+__device__ __forceinline__ void mv_load(typename M::W (&v)[U][R], const tlc_weight &w, const int64_t (&rows)[R],
+                                        int64_t base, int64_t nu, int lane) {
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+        int64_t u = base + k * 32 + lane;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (u < nu && rows[r] < w.n_out) v[k][r] = M::load(w, rows[r], u);
+    }
+}
+
+/* q8_1 of x [n] (n % 32 == 0) by the block's nw warps into q [n] and ds
+ * [n/32]: 8 lanes per 32-value group, 4 values each, 8 float4 loads per
+ * lane in flight; the same arithmetic as act_prep_k, so the same bytes. */
+__device__ __forceinline__ void mv_block_q8(const float *x, int64_t n, int8_t *q, float2 *ds, int nw) {
+    const int lane = threadIdx.x & 31;
+    const int64_t n4 = n / 4, stride = (int64_t)nw * 32;
+    for (int64_t i0 = (int64_t)(threadIdx.x >> 5) * 32; i0 < n4; i0 += 8 * stride) { /* warp-uniform */
+        float4 v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int64_t i = i0 + k * stride + lane;
+            v[k] = i < n4 ? ldx((const float4 *)x + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int64_t i = i0 + k * stride + lane;
+            float m = fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w)));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+            const float d = m / 127.0f;
+            const int q0 = d > 0.0f ? __float2int_rn(v[k].x / d) : 0, q1 = d > 0.0f ? __float2int_rn(v[k].y / d) : 0,
+                      q2 = d > 0.0f ? __float2int_rn(v[k].z / d) : 0, q3 = d > 0.0f ? __float2int_rn(v[k].w / d) : 0;
+            float sq = (float)(q0 + q1 + q2 + q3);
+            sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+            sq += __shfl_xor_sync(0xffffffffu, sq, 2);
+            sq += __shfl_xor_sync(0xffffffffu, sq, 4);
+            if (i < n4) {
+                ((char4 *)q)[i] = make_char4((signed char)q0, (signed char)q1, (signed char)q2, (signed char)q3);
+                if ((lane & 7) == 0) ds[i / 8] = make_float2(d, d * sq);
+            }
+        }
+    }
+}
+
 /* W warps per block, R weight rows per warp (GLU: R/2 outputs, each a gate
  * row and an up row), U units per lane in flight.
  * q8_1 epilogue (f.out_q): the blocks of one 32-output group count
@@ -315,7 +346,7 @@ __device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, flo
  * the last one reads the group's 32 outputs back from L2 and writes its
  * q8_1 block, then zeroes the counter for the next launch. So the fast
  * layout (4 warps, 2 rows each) stays and no extra launch is needed. */
-template <int T, int R, int U, int W>
+template <int T, int R, int U, int W, bool IQ = false>
 __global__ void __launch_bounds__(W * 32)
 matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xds, float *y, int mode,
          int64_t n_rows_out, const mv_fuse_d f, int *cnt) {
@@ -330,7 +361,7 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
     for (int r = 0; r < R; r++) rows[r] = glu ? (r < K ? wid * K + r : wid * K + (r - K) + n_rows_out) : wid * R + r;
     const int64_t first_out = glu ? wid * K : wid * R;
     const bool live = first_out < n_rows_out;
-    if (!live && !f.out_q) {
+    if (!live && !f.out_q && !IQ) {
         pdl_wait();
         return;
     }
@@ -339,25 +370,28 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.0f;
     float sc = 1.0f;
-    if (!live) pdl_wait();
-    for (int64_t base = 0; base < nu; base += 32 * U) {
+    /* every warp passes once (base 0: the wait, and the block-wide input
+     * quantization, which needs all of them), live ones until nu */
+    for (int64_t base = 0; base == 0 || base < nu; base += 32 * U) {
         typename M::W v[U][R];
-#pragma unroll
-        for (int k = 0; k < U; k++) {
-            int64_t u = base + k * 32 + lane;
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (u < nu && rows[r] < w.n_out) v[k][r] = M::load(w, rows[r], u);
-        }
-        /* the first loads (weights only) are in flight; now wait for the
-         * kernels that produce x (and y, when accumulating), and fold the
-         * input's RMSNorm: W (x o g) * rsqrt(mean(x^2) + eps) */
+        mv_load<M, U, R>(v, w, rows, base, nu, lane);
         if (base == 0) {
+            /* the first loads (weights only) are in flight; now wait for
+             * the kernels that produce x (and y, when accumulating), and
+             * fold the input's RMSNorm: W (x o g) * rsqrt(mean(x^2) + eps) */
             pdl_wait();
             if (f.in_ss) {
                 float s = 0;
                 for (int64_t i = lane; i < w.n_in / 32; i += 32) s += f.in_ss[i];
                 sc = rsqrtf(mv_warp_sum(s) / (float)w.n_in + f.eps);
+            }
+            if (IQ) {
+                /* q8_1 of the f32 input into shared memory, while the weights fly */
+                extern __shared__ __align__(16) uint8_t mv_sm[];
+                mv_block_q8(xf, w.n_in, (int8_t *)mv_sm, (float2 *)(mv_sm + w.n_in), W);
+                __syncthreads();
+                xq = (const int8_t *)mv_sm;
+                xds = (const float2 *)(mv_sm + w.n_in);
             }
         }
 #pragma unroll
@@ -439,26 +473,47 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
  * (the last block of each group, 4-warp blocks), TLC_EPI_BLOCK (blocks of
  * exactly 32 outputs: GLU 4 warps x 8 outputs (K-quants 8 x 4), accumulate
  * 16 warps x 2 rows) */
+template <int T, bool IQ>
+static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq,
+                                const float2 *xds, float *y, int mode, const mv_fuse_d &f) {
+    const int64_t n_out = mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out;
+    const int epi = mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc;
+    const size_t sm = IQ ? (size_t)w->n_in + (size_t)w->n_in / 32 * sizeof(float2) : 0;
+    if (f.out_q && epi == TLC_EPI_BLOCK) {
+        const dim3 g(tlc_div_up(n_out, 32));
+        if (mode == TLC_MV_GLU) /* never IQ */
+            return tlc_launch(c, matvec_k<T, 16, 1, 4>, g, dim3(128), 0, *w, xf, xq, xds, y, mode, n_out, f,
+                              c->mv_cnt);
+        return tlc_launch(c, matvec_k<T, 2, 4, 16, IQ>, g, dim3(512), sm, *w, xf, xq, xds, y, mode, n_out,
+                          f, c->mv_cnt);
+    }
+    constexpr int R = 2, U = 4;
+    const int64_t warps = mode == TLC_MV_GLU ? n_out : (n_out + R - 1) / R;
+    const dim3 g(tlc_div_up(warps, MV_WARPS)), b(MV_WARPS * 32);
+    return tlc_launch(c, matvec_k<T, R, U, MV_WARPS, IQ>, g, b, sm, *w, xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
+}
+
+/* the in-block quantization (IQ) is compiled only where it can run:
+ * quantized types, not GLU (validated by tlc_matvec_fused) */
 template <int T>
 static cudaError_t mv_launch(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq,
                              const float2 *xds, float *y, int mode, const mv_fuse_d &f) {
-    constexpr bool KQ = T == TL_TYPE_Q6_K; /* 64-value units */
-    const int64_t n_out = mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out;
-    const int epi = mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc;
-    if (f.out_q && epi == TLC_EPI_BLOCK) {
-        const dim3 g(tlc_div_up(n_out, 32));
-        if (mode == TLC_MV_GLU) /* Q6_K: 8 warps x 4 outputs (16 rows would spill) */
-            return KQ ? tlc_launch(c, matvec_k<T, 8, 1, 8>, g, dim3(256), 0, *w, xf, xq, xds, y, mode, n_out, f,
-                                   c->mv_cnt)
-                      : tlc_launch(c, matvec_k<T, 16, 1, 4>, g, dim3(128), 0, *w, xf, xq, xds, y, mode, n_out, f,
-                                   c->mv_cnt);
-        return tlc_launch(c, matvec_k<T, 2, KQ ? 2 : 4, 16>, g, dim3(512), 0, *w, xf, xq, xds, y, mode, n_out, f,
-                          c->mv_cnt);
-    }
-    constexpr int R = 2, U = KQ ? 2 : 4;
-    const int64_t warps = mode == TLC_MV_GLU ? n_out : (n_out + R - 1) / R;
-    const dim3 g(tlc_div_up(warps, MV_WARPS)), b(MV_WARPS * 32);
-    return tlc_launch(c, matvec_k<T, R, U, MV_WARPS>, g, b, 0, *w, xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
+    if constexpr (T != TL_TYPE_F16 && T != TL_TYPE_BF16 && T != TL_TYPE_F32)
+        if (f.in_q) return mv_launch_iq<T, true>(c, w, xf, xq, xds, y, mode, f);
+    return mv_launch_iq<T, false>(c, w, xf, xq, xds, y, mode, f);
+}
+
+bool tlc_weight_is_float(const tlc_weight *w) {
+    return w->type == TL_TYPE_F16 || w->type == TL_TYPE_BF16 || w->type == TL_TYPE_F32;
+}
+
+bool tlc_mv_in_q8_ok(const tlc_weight *w) {
+    return !tlc_weight_is_float(w) && w->n_in % 32 == 0 && w->n_in <= TLC_MV_INQ_MAX;
+}
+
+bool tlc_mv_in_q8_use(const tlc_ctx *c, const tlc_weight *w) {
+    if (!tlc_mv_in_q8_ok(w) || c->inq == 0) return false;
+    return c->inq == 1 || w->type == TL_TYPE_Q8_0;
 }
 
 void tlc_set_mv_epilogue(tlc_ctx *c, int glu, int acc) {
@@ -475,11 +530,17 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
                            const tlc_mv_fuse *fz) {
     const int8_t *q8 = (const int8_t *)xq;
     const float2 *ds = xq ? (const float2 *)((const uint8_t *)xq + w->n_in) : NULL;
-    bool quant = !(w->type == TL_TYPE_F16 || w->type == TL_TYPE_BF16 || w->type == TL_TYPE_F32);
-    if (quant && !xq) return tl_err(TL_ERR_INVALID, "cuda: matvec %s needs the q8_1 activation", tl_type_name(w->type));
+    const bool quant = !tlc_weight_is_float(w);
+    const bool in_q = fz && fz->in_q8;
+    if (in_q && (!tlc_mv_in_q8_ok(w) || !xf || mode == TLC_MV_GLU))
+        return tl_err(TL_ERR_INVALID, "cuda: matvec: in-block quantization needs a quantized weight, the f32 input, "
+                      "a store/accumulate mode and n_in %% 32 == 0 with n_in <= %d (%s, n_in %lld)", TLC_MV_INQ_MAX, tl_type_name(w->type),
+                      (long long)w->n_in);
+    if (quant && !xq && !in_q) return tl_err(TL_ERR_INVALID, "cuda: matvec %s needs the q8_1 activation", tl_type_name(w->type));
     if (!quant && !xf) return tl_err(TL_ERR_INVALID, "cuda: matvec %s needs the f32 activation", tl_type_name(w->type));
     if (mode == TLC_MV_GLU && (w->n_out & 1)) return tl_err(TL_ERR_INVALID, "cuda: GLU matvec with odd row count");
     mv_fuse_d f = {};
+    f.in_q = in_q;
     if (fz) {
         f.in_ss = fz->in_ss;
         f.eps = fz->eps;

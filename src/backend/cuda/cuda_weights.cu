@@ -60,12 +60,36 @@ __global__ void repack_q8_0_k(const uint8_t *src, uint8_t *q, uint16_t *s, int64
     for (int i = 0; i < 32; i++) q[b * 32 + i] = p[2 + i];
 }
 
-__global__ void repack_q6_k_k(const uint8_t *src, uint8_t *q, uint16_t *s, int64_t nblk) {
+/* one thread per 256-value super-block (GGUF: ql[128], qh[64], int8
+ * scales[16], half d; value 128n + 32k + l = low nibble of ql[64n + l +
+ * 32(k&1)] (high nibble for k >= 2) | bits 2k..2k+1 of qh[32n + l] << 4, with
+ * scale 8n + 2k + l/16) -> the layout in cuda_common.cuh; nsb super-blocks
+ * and nu = 8 nsb units per row */
+__global__ void repack_q6_k_k(const uint8_t *src, uint8_t *q, uint8_t *s, int64_t nblk, int64_t nsb, size_t q_row,
+                              size_t s_row) {
     int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (b >= nblk) return;
     const uint8_t *p = src + b * 210;
-    for (int i = 0; i < 208; i++) q[b * 208 + i] = p[i];
-    s[b] = ld_u16(p + 208);
+    const int64_t row = b / nsb, k = b % nsb, nu = nsb * 8;
+    uint8_t *qr = q + q_row * row, *sr = s + s_row * row;
+    ((uint16_t *)sr)[k] = ld_u16(p + 208);
+    for (int c = 0; c < 8; c++) { /* unit c: values 32c .. 32c+31 */
+        const int n = c / 4, kk = c % 4;
+        uint8_t v[32];
+        for (int l = 0; l < 32; l++)
+            v[l] = (uint8_t)(((p[64 * n + l + 32 * (kk & 1)] >> (4 * (kk >> 1))) & 0xF) |
+                             (((p[128 + 32 * n + l] >> (2 * kk)) & 3) << 4));
+        uint8_t *o = qr + (k * 8 + c) * 16, *h = qr + nu * 16 + (k * 8 + c) * 8;
+        for (int i = 0; i < 16; i++) o[i] = (uint8_t)((v[i] & 0xF) | ((v[i + 16] & 0xF) << 4));
+        for (int i = 0; i < 8; i++) h[i] = 0;
+        for (int t = 0; t < 32; t++) {
+            const int i = t & 15, hi = t >> 4;
+            h[hi * 4 + (i & 3)] |= (uint8_t)((v[t] >> 4) << (2 * (i >> 2)));
+        }
+        int8_t *sc = (int8_t *)(sr + nsb * 2) + (k * 8 + c) * 2;
+        sc[0] = (int8_t)p[192 + 8 * n + 2 * kk];
+        sc[1] = (int8_t)p[192 + 8 * n + 2 * kk + 1];
+    }
 }
 
 /* GGUF Q4_K: the 6-bit scale and min of sub-block is (0..7) from the 12 packed bytes */
@@ -145,7 +169,8 @@ tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, 
         break;
     case TL_TYPE_Q6_K:
         nblk = w->n_in / 256 * n_rows;
-        repack_q6_k_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint16_t *)s, nblk);
+        repack_q6_k_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, s, nblk, w->n_in / 256, w->q_row,
+                                                                      w->s_row);
         break;
     default:
         return tl_err(TL_ERR_UNSUPPORTED, "cuda: no repack for %s", tl_type_name(w->type));
@@ -162,6 +187,16 @@ tl_status tlc_weight_upload(tlc_ctx *c, tlc_weight *w, tl_type t, int64_t n_in, 
 }
 
 /* ---- dequantize one 32-element chunk (chunk index ch within the row) ---- */
+
+/* value v (0..31) of unit ch of a repacked Q6_K row (q, s: the row's parts) */
+__device__ __forceinline__ float q6k_value(const tlc_weight &w, const uint8_t *q, const uint8_t *s, int64_t ch, int v) {
+    const int i = v & 15, hi = v >> 4;
+    const int nib = (q[ch * 16 + i] >> (4 * hi)) & 0xF;
+    const int hb = (q[w.n_in / 2 + ch * 8 + hi * 4 + (i & 3)] >> (2 * (i >> 2))) & 3;
+    const float d = __half2float(((const __half *)s)[ch / 8]);
+    const int sc = ((const int8_t *)(s + w.n_in / 256 * 2))[ch * 2 + hi];
+    return d * (float)sc * (float)((nib | (hb << 4)) - 32);
+}
 
 __device__ void tlc_deq_chunk(const tlc_weight w, int64_t row, int64_t ch, float *o) {
     const uint8_t *q = (const uint8_t *)w.q + w.q_row * row;
@@ -219,17 +254,7 @@ __device__ void tlc_deq_chunk(const tlc_weight w, int64_t row, int64_t ch, float
         break;
     }
     case TL_TYPE_Q6_K: {
-        const uint8_t *b = q + (ch / 8) * 208;
-        float d = __half2float(((const __half *)s)[ch / 8]);
-        int cc = (int)(ch % 8), n = cc / 4, k = cc % 4;
-        const uint8_t *ql = b + 64 * n + 32 * (k & 1);
-        const uint8_t *qh = b + 128 + 32 * n;
-        const int8_t *sc = (const int8_t *)(b + 192) + 8 * n + 2 * k;
-        int sh = (k >> 1) * 4;
-        for (int l = 0; l < 32; l++) {
-            int v = ((ql[l] >> sh) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4);
-            o[l] = d * sc[l / 16] * (float)(v - 32);
-        }
+        for (int v = 0; v < 32; v++) o[v] = q6k_value(w, q, s, ch, v);
         break;
     }
     default:
@@ -287,19 +312,8 @@ template <> __device__ __forceinline__ void deq8<TL_TYPE_Q4_K>(const tlc_weight 
     }
 }
 template <> __device__ __forceinline__ void deq8<TL_TYPE_Q6_K>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
-    const uint8_t *b = (const uint8_t *)w.q + w.q_row * row + (g >> 5) * 208;
-    float d = __half2float(((const __half *)((const uint8_t *)w.s + w.s_row * row))[g >> 5]);
-    int cc = (int)((g >> 2) & 7), part = (int)(g & 3), n = cc / 4, k = cc % 4;
-    int l0 = part * 8;
-    uint2 ql = *(const uint2 *)(b + 64 * n + 32 * (k & 1) + l0);
-    uint2 qh = *(const uint2 *)(b + 128 + 32 * n + l0);
-    float s = d * (float)((const int8_t *)(b + 192))[8 * n + 2 * k + l0 / 16];
-    int sh = (k >> 1) * 4;
-    for (int i = 0; i < 8; i++) {
-        uint32_t lw = i < 4 ? ql.x : ql.y, hw = i < 4 ? qh.x : qh.y;
-        int v = (int)((lw >> (8 * (i & 3) + sh)) & 0xF) | (int)(((hw >> (8 * (i & 3) + 2 * k)) & 3) << 4);
-        o[i] = s * (float)(v - 32);
-    }
+    const uint8_t *q = (const uint8_t *)w.q + w.q_row * row, *s = (const uint8_t *)w.s + w.s_row * row;
+    for (int i = 0; i < 8; i++) o[i] = q6k_value(w, q, s, g >> 2, (int)(g & 3) * 8 + i);
 }
 template <> __device__ __forceinline__ void deq8<TL_TYPE_F32>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
     const float4 *p = (const float4 *)((const uint8_t *)w.q + w.q_row * row + g * 32);
