@@ -9,9 +9,10 @@
  * output), Wo matvec accumulating into the residual whose epilogue writes
  * q8_1(x o ffn_norm) and per-32 sums of x^2, gate/up matvec (norm folded)
  * with SiLU fused, a quantize of the GLU output (a separate launch measured
- * faster than any fused variant: cuda_matvec.cu), down matvec accumulating
- * into the residual with the same epilogue for the next layer's (or the
- * output) norm.
+ * faster than any fused variant: cuda_matvec.cu; none for float down
+ * weights, and for Q8_0 each down block quantizes it itself, in_q8), down
+ * matvec accumulating into the residual with the same epilogue for the next
+ * layer's (or the output) norm.
  * Decode (one token) is captured once as a CUDA graph whose first node
  * copies (position, token) from pinned host memory, so a token costs one
  * graph launch; greedy argmax runs in the graph and only the id (or, when
