@@ -101,6 +101,23 @@ template <> struct mv<TL_TYPE_F32> {
     }
 };
 
+/* sum over the 32 values of unit u of nibble * q8 activation: the 16 bytes
+ * hold value i in the low nibble of byte i and value i+16 in the high one
+ * (Q4_0's order, which the Q4_1 and repacked Q4_K units share) */
+__device__ __forceinline__ int mv_nib_dot(const uint4 &q, const int8_t *xq, int64_t u) {
+    const int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
+    int s = 0;
+    s = dp4a((int)(q.x & 0x0F0F0F0F), x0.x, s);
+    s = dp4a((int)(q.y & 0x0F0F0F0F), x0.y, s);
+    s = dp4a((int)(q.z & 0x0F0F0F0F), x0.z, s);
+    s = dp4a((int)(q.w & 0x0F0F0F0F), x0.w, s);
+    s = dp4a((int)((q.x >> 4) & 0x0F0F0F0F), x1.x, s);
+    s = dp4a((int)((q.y >> 4) & 0x0F0F0F0F), x1.y, s);
+    s = dp4a((int)((q.z >> 4) & 0x0F0F0F0F), x1.z, s);
+    s = dp4a((int)((q.w >> 4) & 0x0F0F0F0F), x1.w, s);
+    return s;
+}
+
 template <> struct mv<TL_TYPE_Q4_0> {
     struct W { uint4 q; __half d; };
     static __device__ int64_t units(int64_t n) { return n / 32; }
@@ -112,17 +129,8 @@ template <> struct mv<TL_TYPE_Q4_0> {
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
                                 const int8_t *xq, const float2 *xds) {
-        int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
-        float2 ds = ldx(xds + u);
-        int s = 0;
-        s = dp4a((int)(v.q.x & 0x0F0F0F0F), x0.x, s);
-        s = dp4a((int)(v.q.y & 0x0F0F0F0F), x0.y, s);
-        s = dp4a((int)(v.q.z & 0x0F0F0F0F), x0.z, s);
-        s = dp4a((int)(v.q.w & 0x0F0F0F0F), x0.w, s);
-        s = dp4a((int)((v.q.x >> 4) & 0x0F0F0F0F), x1.x, s);
-        s = dp4a((int)((v.q.y >> 4) & 0x0F0F0F0F), x1.y, s);
-        s = dp4a((int)((v.q.z >> 4) & 0x0F0F0F0F), x1.z, s);
-        s = dp4a((int)((v.q.w >> 4) & 0x0F0F0F0F), x1.w, s);
+        const float2 ds = ldx(xds + u);
+        const int s = mv_nib_dot(v.q, xq, u);
         return __half2float(v.d) * (ds.x * (float)s - 8.0f * ds.y);
     }
 };
@@ -138,17 +146,8 @@ template <> struct mv<TL_TYPE_Q4_1> {
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
                                 const int8_t *xq, const float2 *xds) {
-        int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
-        float2 ds = ldx(xds + u);
-        int s = 0;
-        s = dp4a((int)(v.q.x & 0x0F0F0F0F), x0.x, s);
-        s = dp4a((int)(v.q.y & 0x0F0F0F0F), x0.y, s);
-        s = dp4a((int)(v.q.z & 0x0F0F0F0F), x0.z, s);
-        s = dp4a((int)(v.q.w & 0x0F0F0F0F), x0.w, s);
-        s = dp4a((int)((v.q.x >> 4) & 0x0F0F0F0F), x1.x, s);
-        s = dp4a((int)((v.q.y >> 4) & 0x0F0F0F0F), x1.y, s);
-        s = dp4a((int)((v.q.z >> 4) & 0x0F0F0F0F), x1.z, s);
-        s = dp4a((int)((v.q.w >> 4) & 0x0F0F0F0F), x1.w, s);
+        const float2 ds = ldx(xds + u);
+        const int s = mv_nib_dot(v.q, xq, u);
         float2 dm = __half22float2(v.dm);
         return dm.x * ds.x * (float)s + dm.y * ds.y;
     }
@@ -193,17 +192,8 @@ template <> struct mv<TL_TYPE_Q4_K> {
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
                                 const int8_t *xq, const float2 *xds) {
-        int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
-        float2 ds = ldx(xds + u);
-        int s = 0;
-        s = dp4a((int)(v.q.x & 0x0F0F0F0F), x0.x, s);
-        s = dp4a((int)(v.q.y & 0x0F0F0F0F), x0.y, s);
-        s = dp4a((int)(v.q.z & 0x0F0F0F0F), x0.z, s);
-        s = dp4a((int)(v.q.w & 0x0F0F0F0F), x0.w, s);
-        s = dp4a((int)((v.q.x >> 4) & 0x0F0F0F0F), x1.x, s);
-        s = dp4a((int)((v.q.y >> 4) & 0x0F0F0F0F), x1.y, s);
-        s = dp4a((int)((v.q.z >> 4) & 0x0F0F0F0F), x1.z, s);
-        s = dp4a((int)((v.q.w >> 4) & 0x0F0F0F0F), x1.w, s);
+        const float2 ds = ldx(xds + u);
+        const int s = mv_nib_dot(v.q, xq, u);
         float2 dd = __half22float2(v.dd);
         return dd.x * (float)(v.scm & 0xFF) * ds.x * (float)s - dd.y * (float)(v.scm >> 8) * ds.y;
     }
