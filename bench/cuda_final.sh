@@ -11,6 +11,8 @@
 #   smol:   SmolLM2-135M-Instruct Q4_1 (real weights) CPU vs CUDA, if
 #           $SMOL names the file.
 #   sanitize: compute-sanitizer memcheck + racecheck over a tiny e2e run.
+#   probe:  test_cuda_kernels --probe: two dependent matvecs as separate
+#           launches vs one kernel with a grid barrier (docs/PERFORMANCE.md).
 #   tune:   kernel checks + matvec table of each build in TUNE_BUILDS, op
 #           profiles (decode and prompt), tg128 of TUNE_MODELS under each
 #           build and each TUNE_CFGS environment (see the part; TUNE_KEEP=1
@@ -78,6 +80,9 @@ sanitize)
     done
     rm -f /tmp/m/tiny.gguf
   done
+  ;;
+probe)
+  "$B/test_cuda_kernels" --probe
   ;;
 tune)
   # decode/prompt tuning: kernel checks + matvec table of each build in

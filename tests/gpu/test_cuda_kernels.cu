@@ -16,7 +16,9 @@
  *    a reference using the same f16-rounded K and V;
  *  - get_rows: 1e-6; dequant to f16: 1e-3 (f16 rounding of the output).
  * With --bench: ceilings (copy bandwidth, f16 GEMM) and matvec timings on
- * Llama-3-8B shapes per type, as GB/s and fraction of the copy ceiling. */
+ * Llama-3-8B shapes per type, as GB/s and fraction of the copy ceiling.
+ * With --probe: only the persistent-chain probe (separate launches vs one
+ * kernel with a grid barrier; each variant checked against the library). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +33,7 @@ extern "C" {
 #include "base/fp16.h"
 #include "quant/quant.h"
 }
-#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh" /* the probe below launches on the context's stream */
 
 static int n_pass, n_fail, n_skip;
 
@@ -299,7 +301,9 @@ static int q8_mismatch(const std::vector<uint8_t> &q, const float *v, int64_t n)
 /* The decode fusions: act_prep_ss -> matvec with the RMSNorm folded in
  * (STORE, GLU with the q8_1 epilogue) and ACCUM with the epilogue that
  * prepares the next norm. Oracle: float64 rmsnorm + dequantized weights. */
-static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
+/* epi: the q8_1 epilogue variant (TLC_EPI_*) for both modes */
+static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int epi) {
+    tlc_set_mv_epilogue(c, epi, epi);
     std::vector<uint8_t> raw = random_weight(t, n_in, n_out);
     std::vector<float> W;
     if (!cpu_dequant(t, raw, n_in, n_out, W)) {
@@ -404,8 +408,8 @@ static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
     int diff_iq = -1;
     if (tlc_mv_in_q8_ok(&w)) {
         diff_iq = 0;
-        for (int epi = TLC_EPI_SPLIT; epi <= TLC_EPI_BLOCK; epi++) {
-            tlc_set_mv_epilogue(c, TLC_EPI_SPLIT, epi);
+        for (int ea = TLC_EPI_SPLIT; ea <= TLC_EPI_BLOCK; ea++) {
+            tlc_set_mv_epilogue(c, epi, ea);
             up(c, dy, y0.data(), n_out * 4);
             dyf.poison();
             dyq.poison();
@@ -421,7 +425,7 @@ static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
             diff_iq += memcmp(yss2.data(), yss.data(), n_out / 32 * 4) != 0;
             diff_iq += memcmp(yq2.data(), yq.data(), yq.size()) != 0;
         }
-        tlc_set_mv_epilogue(c, TLC_EPI_SPLIT, TLC_EPI_BLOCK); /* tlc_init's choice */
+        tlc_set_mv_epilogue(c, epi, epi); /* back to the variant under test (the GLU below) */
         CHECK(diff_iq == 0, "in-block q8 input %s %lldx%lld: %d of 12 outputs differ from the act_prep path",
               tl_type_name(t), (long long)n_out, (long long)n_in, diff_iq);
     }
@@ -950,12 +954,223 @@ static void bench(tlc_ctx *c) {
     }
 }
 
+
+/* ---- persistent-chain probe (--probe) -----------------------------------------
+ * What would one kernel per decode layer buy over a launch per matvec? Two
+ * dependent F16 matvecs y1 = W1 x, y2 = W2 y1 (n x n, n = 2048: 8 MiB each,
+ * about a Q4_0 4096x4096 Wo), timed per pair in a graph of 32 pairs rotating
+ * over copies > 4x L2, as
+ *   lib:     the library's matvec twice (tlc_matvec);
+ *   split:   the probe's own phase kernel twice (launch per matvec, PDL);
+ *   chain:   one kernel, grid barrier between the phases, W2 loaded after it;
+ *   chain+pf: the same with each warp's W2 row loaded into registers before
+ *            the barrier (the prefetch a persistent layer kernel would do);
+ *   chain-ra(+pf): both with a release/acquire barrier and a backed-off spin.
+ * One warp per row (grid = SMs x 16 warps covers 2048 rows once), 8 uint4
+ * per lane = the whole 4 KiB row in flight. The barrier is self-resetting
+ * (count + generation), so graph replays stay valid. */
+struct pc_bar_t { unsigned int count, gen; };
+
+__device__ __forceinline__ void pc_grid_sync(pc_bar_t *b) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned int g = *(volatile unsigned int *)&b->gen;
+        __threadfence();
+        if (atomicAdd(&b->count, 1u) == gridDim.x - 1) {
+            b->count = 0;
+            __threadfence();
+            atomicAdd(&b->gen, 1u);
+        } else {
+            while (*(volatile unsigned int *)&b->gen == g) {
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/* the same with release/acquire atomics and a backed-off spin instead of
+ * full fences and a busy volatile spin */
+__device__ __forceinline__ void pc_grid_sync_ra(pc_bar_t *b) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int g, old, cur;
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(&b->gen) : "memory");
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(&b->count) : "memory");
+        if (old == gridDim.x - 1) {
+            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(&b->count) : "memory");
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&b->gen) : "memory");
+        } else {
+            do {
+                __nanosleep(32);
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(&b->gen) : "memory");
+            } while (cur == g);
+        }
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ float pc_dot(const uint4 (&w)[8], const float *x, int lane, bool l2) {
+    float s = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const float *xp = x + (k * 32 + lane) * 8;
+        float4 a = l2 ? __ldcg((const float4 *)xp) : *(const float4 *)xp;
+        float4 b = l2 ? __ldcg((const float4 *)xp + 1) : *((const float4 *)xp + 1);
+        const __half2 *h = (const __half2 *)&w[k];
+        float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]),
+               f3 = __half22float2(h[3]);
+        s += f0.x * a.x + f0.y * a.y + f1.x * a.z + f1.y * a.w + f2.x * b.x + f2.y * b.y + f3.x * b.z + f3.y * b.w;
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
+
+__device__ __forceinline__ void pc_load(uint4 (&w)[8], const __half *W, int n, int row, int lane) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) w[k] = __ldcs((const uint4 *)(W + (size_t)row * n) + k * 32 + lane);
+}
+
+/* one phase per launch: y = W x (rows: one per warp) */
+__global__ void __launch_bounds__(512) pc_phase_k(const __half *W, const float *x, float *y, int n) {
+    pdl_trigger();
+    const int lane = threadIdx.x & 31, row = blockIdx.x * 16 + (threadIdx.x >> 5);
+    uint4 w[8];
+    if (row < n) pc_load(w, W, n, row, lane);
+    pdl_wait();
+    if (row >= n) return;
+    const float s = pc_dot(w, x, lane, false);
+    if (lane == 0) y[row] = s;
+}
+
+template <bool PF, bool RA>
+__global__ void __launch_bounds__(512, 1) pc_chain_k(const __half *W1, const __half *W2, const float *x, float *y1,
+                                                     float *y2, int n, pc_bar_t *bar) {
+    pdl_trigger();
+    const int lane = threadIdx.x & 31, row = blockIdx.x * 16 + (threadIdx.x >> 5);
+    uint4 w[8];
+    if (row < n) pc_load(w, W1, n, row, lane);
+    pdl_wait();
+    if (row < n) {
+        const float s = pc_dot(w, x, lane, false);
+        if (lane == 0) y1[row] = s;
+    }
+    if (PF && row < n) pc_load(w, W2, n, row, lane);
+    if (RA)
+        pc_grid_sync_ra(bar);
+    else
+        pc_grid_sync(bar);
+    if (row >= n) return;
+    if (!PF) pc_load(w, W2, n, row, lane);
+    const float s = pc_dot(w, y1, lane, true); /* y1 written by other blocks: through L2 */
+    if (lane == 0) y2[row] = s;
+}
+
+static void probe_chain(tlc_ctx *c) {
+    const int n = 2048, per_graph = 32;
+    const size_t wb = (size_t)n * n * 2;
+    tlc_device_info di;
+    OK(tlc_get_device_info(c, &di));
+    const int ncopy = std::min<int>(16, (int)(4 * di.l2_bytes / (2 * wb)) + 1);
+    if ((int64_t)c->n_sm * 16 < n) {
+        printf("PROBE skip: %d SMs x 16 warps < %d rows\n", c->n_sm, n);
+        return;
+    }
+    std::vector<uint8_t> hw(wb);
+    for (size_t i = 0; i < wb / 2; i++) {
+        uint16_t h = tl_fp32_to_fp16(rnd_normal() * 0.02f);
+        memcpy(&hw[2 * i], &h, 2);
+    }
+    std::vector<void *> W(2 * ncopy);
+    std::vector<tlc_weight> tw(2 * ncopy);
+    for (int k = 0; k < 2 * ncopy; k++) {
+        OK(tlc_alloc(c, wb, "probe w", &W[k]));
+        OK(tlc_weight_upload(c, &tw[k], TL_TYPE_F16, n, n, hw.data(), W[k], NULL));
+    }
+    std::vector<float> hx(n);
+    for (auto &v : hx) v = rnd_normal();
+    dbuf dx(c, n * 4, "x"), d1(c, n * 4, "y1"), d2(c, n * 4, "y2"), dref(c, n * 4, "ref"), dbar(c, 64, "bar");
+    up(c, dx, hx.data(), n * 4);
+    OK(tlc_memset(c, dbar.p, 0, 64));
+    /* reference: the library's two matvecs on the first pair */
+    OK(tlc_matvec(c, &tw[0], dx.f(), NULL, d1.f(), TLC_MV_STORE));
+    OK(tlc_matvec(c, &tw[1], d1.f(), NULL, dref.f(), TLC_MV_STORE));
+    std::vector<float> ref = down(c, dref, n);
+    std::vector<double> refd(ref.begin(), ref.end());
+    const char *names[6] = {"lib", "split", "chain", "chain+pf", "chain-ra", "chain-ra+pf"};
+    double us[6];
+    for (int v = 0; v < 6; v++) {
+        tlc_timer *tm;
+        OK(tlc_timer_init(&tm));
+        auto run = [&](int k) {
+            const __half *w1 = (const __half *)W[2 * k], *w2 = (const __half *)W[2 * k + 1];
+            cudaError_t e = cudaSuccess;
+            if (v == 0) {
+                OK(tlc_matvec(c, &tw[2 * k], dx.f(), NULL, d1.f(), TLC_MV_STORE));
+                OK(tlc_matvec(c, &tw[2 * k + 1], d1.f(), NULL, d2.f(), TLC_MV_STORE));
+            } else if (v == 1) {
+                e = tlc_launch(c, pc_phase_k, dim3(tlc_div_up(n, 16)), dim3(512), 0, w1, (const float *)dx.f(), d1.f(), n);
+                if (e == cudaSuccess)
+                    e = tlc_launch(c, pc_phase_k, dim3(tlc_div_up(n, 16)), dim3(512), 0, w2, (const float *)d1.f(),
+                                   d2.f(), n);
+            } else {
+                auto k = v == 2 ? pc_chain_k<false, false>
+                         : v == 3 ? pc_chain_k<true, false>
+                         : v == 4 ? pc_chain_k<false, true>
+                                  : pc_chain_k<true, true>;
+                e = tlc_launch(c, k, dim3(c->n_sm), dim3(512), 0, w1, w2,
+                               (const float *)dx.f(), d1.f(), d2.f(), n, (pc_bar_t *)dbar.p);
+            }
+            if (e != cudaSuccess) {
+                fprintf(stderr, "FATAL probe launch: %s\n", cudaGetErrorString(e));
+                exit(1);
+            }
+        };
+        /* correctness of this variant on the first pair */
+        d2.poison();
+        run(0);
+        OK(tlc_sync(c));
+        std::vector<float> y = down(c, d2, n);
+        size_t nn;
+        double e = rel_err(y.data(), refd.data(), n, &nn);
+        CHECK(e < 1e-5 && nn == 0, "probe %s: rel err %.3g vs the library, %zu non-finite", names[v], e, nn);
+        tlc_graph *g;
+        OK(tlc_graph_begin(c));
+        for (int i = 0; i < per_graph; i++) run(i % ncopy);
+        OK(tlc_graph_end(c, &g));
+        OK(tlc_graph_launch(c, g));
+        std::vector<double> ts;
+        for (int r = 0; r < 9; r++) {
+            double ms;
+            OK(tlc_timer_start(c, tm));
+            OK(tlc_graph_launch(c, g));
+            OK(tlc_timer_stop(c, tm, &ms));
+            ts.push_back(ms * 1000.0 / per_graph);
+        }
+        std::sort(ts.begin(), ts.end());
+        us[v] = ts[ts.size() / 2];
+        tlc_graph_free(g);
+        tlc_timer_free(tm);
+    }
+    const double floor_us = 2.0 * wb / 4.2e6; /* bytes / (4.2e12 B/s) in us */
+    for (int v = 0; v < 6; v++)
+        printf("PROBE %-9s %2dx (2 x %dx%d f16 matvec, %.1f MiB): %7.2f us per pair (floor ~%.2f us at 4.2 TB/s)\n",
+               names[v], per_graph, n, n, 2.0 * wb / 1048576.0, us[v], floor_us);
+    for (int k = 0; k < 2 * ncopy; k++) tlc_dfree(c, W[k], wb);
+}
+
 int main(int argc, char **argv) {
     bool do_bench = argc > 1 && !strcmp(argv[1], "--bench");
     tlc_ctx *c;
     if (tlc_init(0, &c) != TL_OK) {
         printf("skip: %s\n", tl_last_error());
         return 77;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--probe")) {
+        probe_chain(c);
+        printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
+        tlc_free(c);
+        return n_fail ? 1 : 0;
     }
     printf("matvec / get_rows / gemm against quant_dequantize + float64:\n");
     for (tl_type t : all_types) {
@@ -964,12 +1179,11 @@ int main(int argc, char **argv) {
         test_weights(c, t, 14336, 64); /* long rows: several unrolled iterations */
     }
     for (int variant = 0; variant <= 2; variant++) {
-        tlc_set_mv_epilogue(c, variant, variant);
         printf("  q8_1 epilogue variant %d:\n", variant);
         for (tl_type t : all_types) {
-            test_fused(c, t, 4096, 1024);
-            test_fused(c, t, 14336, 64); /* GLU: one group of 32 outputs */
-            test_fused(c, t, 512, 128);
+            test_fused(c, t, 4096, 1024, variant);
+            test_fused(c, t, 14336, 64, variant); /* GLU: one group of 32 outputs */
+            test_fused(c, t, 512, 128, variant);
         }
     }
     tlc_set_mv_epilogue(c, TLC_EPI_BLOCK, TLC_EPI_BLOCK);
