@@ -26,6 +26,9 @@ struct tlc_ctx {
     int att_chunk;        /* decode attention: fewest positions per split */
     int att_warps;        /* decode attention: warps per block (4 or 8) */
     bool flash;           /* prompt attention on the tensor cores (TALLOW_CUDA_NO_FLASH=1: off) */
+    int mv_lean;          /* q8_1-epilogue accumulate matvecs (Wo, down) in blocks of 32 warps x
+                           * 1 row: -1 for the types measured faster, TALLOW_CUDA_MV_LEAN=0/1
+                           * forces never/always (cuda_matvec.cu) */
     int inq;              /* down projection quantizes its input in-block: 0 never, 1 where
                            * possible, 2 for the types measured faster (TALLOW_CUDA_INQ) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue

@@ -36,6 +36,8 @@ tl_status tlc_init(int device, tlc_ctx **out) {
      * TALLOW_CUDA_ATT_WARPS=4 for the old layout */
     const char *aw = getenv("TALLOW_CUDA_ATT_WARPS");
     c->att_warps = aw && atoi(aw) == 4 ? 4 : 8;
+    const char *ml = getenv("TALLOW_CUDA_MV_LEAN");
+    c->mv_lean = ml && (ml[0] == '0' || ml[0] == '1') ? ml[0] - '0' : -1;
     const char *iq = getenv("TALLOW_CUDA_INQ");
     c->inq = iq && iq[0] >= '0' && iq[0] <= '2' ? iq[0] - '0' : 2;
     const char *nf = getenv("TALLOW_CUDA_NO_FLASH");

@@ -466,8 +466,8 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
 
 /* epilogue: TLC_EPI_SPLIT (a separate act_prep_ss launch), TLC_EPI_COUNT
  * (the last block of each group, 4-warp blocks), TLC_EPI_BLOCK (blocks of
- * exactly 32 outputs: GLU 4 warps x 8 outputs (K-quants 8 x 4), accumulate
- * 16 warps x 2 rows) */
+ * exactly 32 outputs: GLU 4 warps x 8 outputs, accumulate 32 warps x 1 row,
+ * or 16 warps x 2 rows for Q8_0 and with in-block input quantization) */
 template <int T, bool IQ>
 static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq,
                                 const float2 *xds, float *y, int mode, const mv_fuse_d &f) {
@@ -479,6 +479,13 @@ static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf
         if (mode == TLC_MV_GLU) /* never IQ */
             return tlc_launch(c, matvec_k<T, 16, 1, 4>, g, dim3(128), 0, *w, xf, xq, xds, y, mode, n_out, f,
                               c->mv_cnt);
+        /* 32 warps x 1 row (4 units per lane, 64 registers) instead of 16 x 2:
+         * measured 2026-11-30 (tg128, same call): 1B F16 927 -> 995, 1B Q4_0
+         * 1772 -> 1825, 8B Q4_0 521 -> 540, Q4_K_M 473 -> 478, but Q8_0 369
+         * -> 307; not with the in-block quantization (it spills there) */
+        if (!IQ && (c->mv_lean == 1 || (c->mv_lean < 0 && T != TL_TYPE_Q8_0)))
+            return tlc_launch(c, matvec_k<T, 1, 4, 32, IQ>, g, dim3(1024), sm, *w, xf, xq, xds, y, mode, n_out,
+                              f, c->mv_cnt);
         return tlc_launch(c, matvec_k<T, 2, 4, 16, IQ>, g, dim3(512), sm, *w, xf, xq, xds, y, mode, n_out,
                           f, c->mv_cnt);
     }
