@@ -810,6 +810,24 @@ static void test_oom(tlc_ctx *c) {
 
 /* ---- bench -------------------------------------------------------------------- */
 
+/* median over reps timed replays of g (after one untimed) in us per item */
+static double graph_median_us(tlc_ctx *c, tlc_graph *g, int reps, int per_graph) {
+    tlc_timer *tm;
+    OK(tlc_timer_init(&tm));
+    OK(tlc_graph_launch(c, g));
+    std::vector<double> ts;
+    for (int r = 0; r < reps; r++) {
+        double ms;
+        OK(tlc_timer_start(c, tm));
+        OK(tlc_graph_launch(c, g));
+        OK(tlc_timer_stop(c, tm, &ms));
+        ts.push_back(ms * 1000.0 / per_graph);
+    }
+    tlc_timer_free(tm);
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+}
+
 static void bench(tlc_ctx *c) {
     tlc_device_info di;
     OK(tlc_get_device_info(c, &di));
@@ -885,26 +903,13 @@ static void bench(tlc_ctx *c) {
             for (int i = 0; i < per_graph; i++)
                 OK(tlc_matvec_fused(c, &ws[i % ncopy], (float *)x, xq, (float *)y, mode, &fz));
             OK(tlc_graph_end(c, &g));
-            tlc_timer *tm;
-            OK(tlc_timer_init(&tm));
-            OK(tlc_graph_launch(c, g));
-            std::vector<double> ts;
-            for (int r = 0; r < 7; r++) {
-                double ms;
-                OK(tlc_timer_start(c, tm));
-                OK(tlc_graph_launch(c, g));
-                OK(tlc_timer_stop(c, tm, &ms));
-                ts.push_back(ms * 1000.0 / per_graph);
-            }
-            std::sort(ts.begin(), ts.end());
-            double us = ts[ts.size() / 2];
+            const double us = graph_median_us(c, g, 7, per_graph);
             double bytes = (double)raw + sh.n_in * (is_quant(t) ? 1.125 : 4.0) + (mode == TLC_MV_GLU ? n_out / 2 : n_out) * 4.0;
             double gbs = bytes / (us * 1e-6) / 1e9;
             printf("BENCH %-6s %-12s %6lldx%-6lld %9.2f %9.0f %7.3f%s\n", tl_type_name(t), sh.what,
                    (long long)sh.n_out, (long long)sh.n_in, us, gbs, gbs / bw,
                    !fused_out ? "" : variant == 0 ? "  (epilogue: split)" : variant == 1 ? "  (epilogue: count)"
                                                                                : "  (epilogue: block)");
-            tlc_timer_free(tm);
             tlc_graph_free(g);
             }
             for (int k = 0; k < ncopy; k++) tlc_dfree(c, mem[k], wb);
@@ -1100,8 +1105,6 @@ static void probe_chain(tlc_ctx *c) {
     const char *names[6] = {"lib", "split", "chain", "chain+pf", "chain-ra", "chain-ra+pf"};
     double us[6];
     for (int v = 0; v < 6; v++) {
-        tlc_timer *tm;
-        OK(tlc_timer_init(&tm));
         auto run = [&](int k) {
             const __half *w1 = (const __half *)W[2 * k], *w2 = (const __half *)W[2 * k + 1];
             cudaError_t e = cudaSuccess;
@@ -1138,19 +1141,8 @@ static void probe_chain(tlc_ctx *c) {
         OK(tlc_graph_begin(c));
         for (int i = 0; i < per_graph; i++) run(i % ncopy);
         OK(tlc_graph_end(c, &g));
-        OK(tlc_graph_launch(c, g));
-        std::vector<double> ts;
-        for (int r = 0; r < 9; r++) {
-            double ms;
-            OK(tlc_timer_start(c, tm));
-            OK(tlc_graph_launch(c, g));
-            OK(tlc_timer_stop(c, tm, &ms));
-            ts.push_back(ms * 1000.0 / per_graph);
-        }
-        std::sort(ts.begin(), ts.end());
-        us[v] = ts[ts.size() / 2];
+        us[v] = graph_median_us(c, g, 9, per_graph);
         tlc_graph_free(g);
-        tlc_timer_free(tm);
     }
     const double floor_us = 2.0 * wb / 4.2e6; /* bytes / (4.2e12 B/s) in us */
     for (int v = 0; v < 6; v++)
