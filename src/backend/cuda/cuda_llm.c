@@ -544,9 +544,9 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             const tlc_mv_fuse fwo = {.out_norm = L->ffn_norm, .out_f = cs->xn, .out_q = cs->xq, .out_ss = cs->ssp};
             CL_OP("mv wo", tlc_matvec_fused(c, &L->wo, cs->att, cs->xqb, cs->x, TLC_MV_ACCUM, &fwo));
             const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = eps};
-            /* the down projection's input: f32 for float weights; for
-             * quantized ones each down block quantizes it itself (in_q8),
-             * else (too wide) a q8_1 epilogue of the GLU */
+            /* the down projection's input: f32 for float weights; q8_1 made
+             * by each down block itself (in_q8) where that measured faster
+             * (Q8_0); else the GLU's q8_1 epilogue (a separate launch) */
             const bool dn_inq = tlc_mv_in_q8_use(c, &L->wd), dn_f = tlc_weight_is_float(&L->wd);
             void *glu_q = dn_inq || dn_f ? NULL : cs->xqb;
             if (L->fused_gu) {
