@@ -9,6 +9,7 @@
 #ifndef TL_QUANT_INTERNAL_H
 #define TL_QUANT_INTERNAL_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "quant/quant.h"
@@ -23,6 +24,20 @@
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
+
+/* the signed value of largest magnitude in x[0..n) (the first on ties; 0
+ * for an all-zero block): the scale anchor of every symmetric quantizer */
+static inline float quant_absmax_signed(const float *x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        const float a = fabsf(x[j]);
+        if (a > amax) {
+            amax = a;
+            max = x[j];
+        }
+    }
+    return max;
+}
 
 #define QK 32   /* legacy block size */
 #define QK_K 256 /* K-quant super-block size */

@@ -36,15 +36,8 @@ void quant_q8_k_to_float(const void *src, float *dst, int64_t n) {
 void quant_q8_k_from_float(const float *src, void *dst, int64_t n) {
     blk_q8_k *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK_K; j++) {
-            float a = fabsf(src[j]);
-            if (a > amax) {
-                amax = a;
-                max = src[j];
-            }
-        }
-        if (amax == 0.0f) {
+        const float max = quant_absmax_signed(src, QK_K);
+        if (max == 0.0f) {
             memset(&b[i], 0, sizeof b[i]);
             continue;
         }
@@ -158,15 +151,8 @@ static float kq_fit_min(const float *x, const float *w, int n, int nmax, float r
  * 0.1k) are tried, each scored by the least-squares gain sumlx^2 / suml2.
  * Returns s (signed), L in 0..2nmax-1 (all 0 for a zero group). */
 static float kq_fit_sym(const float *x, int n, int nmax, int8_t *L) {
-    float amax = 0.0f, max = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float a = fabsf(x[i]);
-        if (a > amax) {
-            amax = a;
-            max = x[i];
-        }
-    }
-    if (amax < KQ_EPS) {
+    const float max = quant_absmax_signed(x, n);
+    if (fabsf(max) < KQ_EPS) {
         memset(L, 0, (size_t)n);
         return 0.0f;
     }
@@ -206,15 +192,8 @@ static float kq_fit_sym(const float *x, int n, int nmax, int8_t *L) {
  * 0 for a zero group). */
 static float kq_fit_q3(const float *x, int8_t *L) {
     const int n = 16, nmax = 4;
-    float amax = 0.0f, max = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float a = fabsf(x[i]);
-        if (a > amax) {
-            amax = a;
-            max = x[i];
-        }
-    }
-    if (amax < KQ_EPS) {
+    const float max = quant_absmax_signed(x, n);
+    if (fabsf(max) < KQ_EPS) {
         memset(L, 0, (size_t)n);
         return 0.0f;
     }
@@ -345,14 +324,9 @@ void quant_q3_k_from_float(const float *src, void *dst, int64_t n) {
     blk_q3_k *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
         int8_t L[QK_K];
-        float s[16], amax = 0.0f, smax = 0.0f;
-        for (int g = 0; g < 16; g++) {
-            s[g] = kq_fit_q3(src + 16 * g, L + 16 * g);
-            if (fabsf(s[g]) > amax) {
-                amax = fabsf(s[g]);
-                smax = s[g];
-            }
-        }
+        float s[16];
+        for (int g = 0; g < 16; g++) s[g] = kq_fit_q3(src + 16 * g, L + 16 * g);
+        const float smax = quant_absmax_signed(s, 16);
         memset(b[i].scales, 0, sizeof b[i].scales);
         b[i].d = F2H(0.0f);
         if (smax != 0.0f) {
@@ -512,15 +486,10 @@ void quant_q6_k_from_float(const float *src, void *dst, int64_t n) {
     blk_q6_k *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
         int8_t L[QK_K];
-        float s[16], amax = 0.0f, smax = 0.0f;
-        for (int g = 0; g < 16; g++) {
-            s[g] = kq_fit_sym(src + 16 * g, 16, 32, L + 16 * g);
-            if (fabsf(s[g]) > amax) {
-                amax = fabsf(s[g]);
-                smax = s[g];
-            }
-        }
-        if (amax < KQ_EPS) {
+        float s[16];
+        for (int g = 0; g < 16; g++) s[g] = kq_fit_sym(src + 16 * g, 16, 32, L + 16 * g);
+        const float smax = quant_absmax_signed(s, 16);
+        if (fabsf(smax) < KQ_EPS) {
             memset(&b[i], 0, sizeof b[i]);
             continue;
         }
@@ -579,15 +548,10 @@ void quant_iq4_xs_to_float(const void *src, float *dst, int64_t n) {
 void quant_iq4_xs_from_float(const float *src, void *dst, int64_t n) {
     blk_iq4_xs *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
-        float s[8], amax = 0.0f, smax = 0.0f;
+        float s[8];
         uint8_t idx[32];
-        for (int j = 0; j < 8; j++) {
-            s[j] = quant_iq4nl_block(src + 32 * j, 32, idx);
-            if (fabsf(s[j]) > amax) {
-                amax = fabsf(s[j]);
-                smax = s[j];
-            }
-        }
+        for (int j = 0; j < 8; j++) s[j] = quant_iq4nl_block(src + 32 * j, 32, idx);
+        const float smax = quant_absmax_signed(s, 8);
         const float d = -smax / 32.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = F2H(d);

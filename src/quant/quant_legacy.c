@@ -32,19 +32,6 @@ int quant_round_even(float x) { return (int)lrintf(x); }
 #define H2F tl_fp16_to_fp32
 #define F2H tl_fp32_to_fp16
 
-/* signed value of largest magnitude (first one on ties) */
-static float block_absmax_signed(const float *x, int n) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < n; j++) {
-        float a = fabsf(x[j]);
-        if (amax < a) {
-            amax = a;
-            max = x[j];
-        }
-    }
-    return max;
-}
-
 static void block_min_max(const float *x, int n, float *mn, float *mx) {
     float lo = x[0], hi = x[0];
     for (int j = 1; j < n; j++) {
@@ -71,7 +58,7 @@ void quant_q4_0_to_float(const void *src, float *dst, int64_t n) {
 void quant_q4_0_from_float(const float *src, void *dst, int64_t n) {
     blk_q4_0 *b = dst;
     for (int64_t i = 0; i < n / QK; i++, src += QK) {
-        float d = block_absmax_signed(src, QK) / -8.0f;
+        float d = quant_absmax_signed(src, QK) / -8.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = F2H(d);
         for (int j = 0; j < QK / 2; j++) {
@@ -143,7 +130,7 @@ void quant_q5_0_to_float(const void *src, float *dst, int64_t n) {
 void quant_q5_0_from_float(const float *src, void *dst, int64_t n) {
     blk_q5_0 *b = dst;
     for (int64_t i = 0; i < n / QK; i++, src += QK) {
-        float d = block_absmax_signed(src, QK) / -16.0f;
+        float d = quant_absmax_signed(src, QK) / -16.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = F2H(d);
         uint32_t qh = 0;
@@ -306,16 +293,9 @@ int quant_iq4nl_nearest(float v) {
 float quant_iq4nl_block(const float *x, int n, uint8_t *idx) {
     float w[QK];
     if (n > QK) n = QK; /* callers pass groups of 32 */
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < n; j++) {
-        w[j] = x[j] * x[j];
-        const float a = fabsf(x[j]);
-        if (a > amax) {
-            amax = a;
-            max = x[j];
-        }
-    }
-    if (amax < 1e-15f) {
+    for (int j = 0; j < n; j++) w[j] = x[j] * x[j];
+    const float max = quant_absmax_signed(x, n);
+    if (fabsf(max) < 1e-15f) {
         memset(idx, 8, (size_t)n);
         return 0.0f;
     }
