@@ -31,6 +31,9 @@ struct tlc_ctx {
                            * forces never/always (cuda_matvec.cu) */
     int inq;              /* down projection quantizes its input in-block: 0 never, 1 where
                            * possible, 2 for the types measured faster (TALLOW_CUDA_INQ) */
+    bool mv_stream;       /* decode matvecs through shared memory by the bulk-copy engine
+                           * (cuda_mvstream.cu) where the layout allows: TALLOW_CUDA_MV_STREAM=1;
+                           * off by default (measured slower, see that file) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
                           * (each launch leaves them zero again) */
 };

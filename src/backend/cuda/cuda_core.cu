@@ -38,6 +38,8 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     c->att_warps = aw && atoi(aw) == 4 ? 4 : 8;
     const char *ml = getenv("TALLOW_CUDA_MV_LEAN");
     c->mv_lean = ml && (ml[0] == '0' || ml[0] == '1') ? ml[0] - '0' : -1;
+    const char *ms = getenv("TALLOW_CUDA_MV_STREAM");
+    c->mv_stream = ms && ms[0] == '1'; /* opt-in: measured slower (cuda_mvstream.cu) */
     const char *iq = getenv("TALLOW_CUDA_INQ");
     c->inq = iq && iq[0] >= '0' && iq[0] <= '2' ? iq[0] - '0' : 2;
     const char *nf = getenv("TALLOW_CUDA_NO_FLASH");

@@ -32,259 +32,13 @@
  *    first weights are in flight, so the producer needs no q8_1 at all.
  *    Measured 2026-11-30 (tg128, same binary): Q8_0 down +2.4%, but Q4_0
  *    8B -1.0%, 1B -3.9%, Q4_K_M -9.2%; so the engine uses it for Q8_0 only.
+ * The per-type unit traits and the epilogue helpers are in cuda_mv.cuh; an
+ * opt-in variant that streams the weights through shared memory instead
+ * (measured slower) is cuda_mvstream.cu.
  * Calls: CUDA. */
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_mv.cuh"
 
 #define MV_WARPS 4
-
-__device__ __forceinline__ int dp4a(int a, int b, int c) { return __dp4a(a, b, c); }
-
-__device__ __forceinline__ uint4 ld_stream(const void *p) { return __ldcs((const uint4 *)p); }
-
-/* activation loads: plain (weak) global loads, L1-cached, which the memory
- * model orders after griddepcontrol.wait. Not __ldg: ld.global.nc requires
- * the data to be read-only for the kernel's whole lifetime, which is false
- * under programmatic dependent launch (the producer may still be running
- * when this grid starts); with .nc, decode logits were wrong (see header). */
-template <typename T> __device__ __forceinline__ T ldx(const T *p) { return *p; }
-
-/* units per row for each type (16 weight bytes each; Q6_K: 24) */
-template <int T> struct mv;
-
-template <> struct mv<TL_TYPE_F16> {
-    struct W { uint4 q; };
-    static __device__ int64_t units(int64_t n) { return n / 8; }
-    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        return W{ld_stream((const uint8_t *)w.q + w.q_row * row + u * 16)};
-    }
-    static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *xf,
-                                const int8_t *, const float2 *) {
-        float4 a = ldx((const float4 *)(xf + u * 8)), b = ldx((const float4 *)(xf + u * 8 + 4));
-        const __half2 *h = (const __half2 *)&v.q;
-        float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]),
-               f3 = __half22float2(h[3]);
-        return f0.x * a.x + f0.y * a.y + f1.x * a.z + f1.y * a.w + f2.x * b.x + f2.y * b.y +
-               f3.x * b.z + f3.y * b.w;
-    }
-};
-
-template <> struct mv<TL_TYPE_BF16> {
-    struct W { uint4 q; };
-    static __device__ int64_t units(int64_t n) { return n / 8; }
-    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        return W{ld_stream((const uint8_t *)w.q + w.q_row * row + u * 16)};
-    }
-    static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *xf,
-                                const int8_t *, const float2 *) {
-        float4 a = ldx((const float4 *)(xf + u * 8)), b = ldx((const float4 *)(xf + u * 8 + 4));
-        const uint32_t *p = (const uint32_t *)&v.q;
-        float r = 0;
-        r += __uint_as_float(p[0] << 16) * a.x + __uint_as_float(p[0] & 0xffff0000u) * a.y;
-        r += __uint_as_float(p[1] << 16) * a.z + __uint_as_float(p[1] & 0xffff0000u) * a.w;
-        r += __uint_as_float(p[2] << 16) * b.x + __uint_as_float(p[2] & 0xffff0000u) * b.y;
-        r += __uint_as_float(p[3] << 16) * b.z + __uint_as_float(p[3] & 0xffff0000u) * b.w;
-        return r;
-    }
-};
-
-template <> struct mv<TL_TYPE_F32> {
-    struct W { uint4 q; };
-    static __device__ int64_t units(int64_t n) { return n / 4; }
-    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        return W{ld_stream((const uint8_t *)w.q + w.q_row * row + u * 16)};
-    }
-    static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *xf,
-                                const int8_t *, const float2 *) {
-        float4 a = ldx((const float4 *)(xf + u * 4));
-        return __uint_as_float(v.q.x) * a.x + __uint_as_float(v.q.y) * a.y +
-               __uint_as_float(v.q.z) * a.z + __uint_as_float(v.q.w) * a.w;
-    }
-};
-
-/* sum over the 32 values of unit u of nibble * q8 activation: the 16 bytes
- * hold value i in the low nibble of byte i and value i+16 in the high one
- * (Q4_0's order, which the Q4_1 and repacked Q4_K units share) */
-__device__ __forceinline__ int mv_nib_dot(const uint4 &q, const int8_t *xq, int64_t u) {
-    const int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
-    int s = 0;
-    s = dp4a((int)(q.x & 0x0F0F0F0F), x0.x, s);
-    s = dp4a((int)(q.y & 0x0F0F0F0F), x0.y, s);
-    s = dp4a((int)(q.z & 0x0F0F0F0F), x0.z, s);
-    s = dp4a((int)(q.w & 0x0F0F0F0F), x0.w, s);
-    s = dp4a((int)((q.x >> 4) & 0x0F0F0F0F), x1.x, s);
-    s = dp4a((int)((q.y >> 4) & 0x0F0F0F0F), x1.y, s);
-    s = dp4a((int)((q.z >> 4) & 0x0F0F0F0F), x1.z, s);
-    s = dp4a((int)((q.w >> 4) & 0x0F0F0F0F), x1.w, s);
-    return s;
-}
-
-template <> struct mv<TL_TYPE_Q4_0> {
-    struct W { uint4 q; __half d; };
-    static __device__ int64_t units(int64_t n) { return n / 32; }
-    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        W v;
-        v.q = ld_stream((const uint8_t *)w.q + w.q_row * row + u * 16);
-        v.d = ((const __half *)((const uint8_t *)w.s + w.s_row * row))[u];
-        return v;
-    }
-    static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
-                                const int8_t *xq, const float2 *xds) {
-        const float2 ds = ldx(xds + u);
-        const int s = mv_nib_dot(v.q, xq, u);
-        return __half2float(v.d) * (ds.x * (float)s - 8.0f * ds.y);
-    }
-};
-
-template <> struct mv<TL_TYPE_Q4_1> {
-    struct W { uint4 q; __half2 dm; };
-    static __device__ int64_t units(int64_t n) { return n / 32; }
-    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        W v;
-        v.q = ld_stream((const uint8_t *)w.q + w.q_row * row + u * 16);
-        v.dm = ((const __half2 *)((const uint8_t *)w.s + w.s_row * row))[u];
-        return v;
-    }
-    static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
-                                const int8_t *xq, const float2 *xds) {
-        const float2 ds = ldx(xds + u);
-        const int s = mv_nib_dot(v.q, xq, u);
-        float2 dm = __half22float2(v.dm);
-        return dm.x * ds.x * (float)s + dm.y * ds.y;
-    }
-};
-
-template <> struct mv<TL_TYPE_Q8_0> {
-    struct W { uint4 q; __half d; };
-    static __device__ int64_t units(int64_t n) { return n / 16; }
-    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        W v;
-        v.q = ld_stream((const uint8_t *)w.q + w.q_row * row + u * 16);
-        v.d = ((const __half *)((const uint8_t *)w.s + w.s_row * row))[u >> 1];
-        return v;
-    }
-    static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
-                                const int8_t *xq, const float2 *xds) {
-        int4 x = ldx((const int4 *)(xq + u * 16));
-        float2 ds = ldx(xds + (u >> 1));
-        int s = 0;
-        s = dp4a((int)v.q.x, x.x, s);
-        s = dp4a((int)v.q.y, x.y, s);
-        s = dp4a((int)v.q.z, x.z, s);
-        s = dp4a((int)v.q.w, x.w, s);
-        return __half2float(v.d) * ds.x * (float)s;
-    }
-};
-
-/* Q4_K (repacked, cuda_common.cuh): unit = one 32-value sub-block, 16
- * quant bytes in Q4_0's order; its scale/min pair (2 bytes) and the
- * super-block's (d, dmin) come through L1 (8 lanes share them). Value =
- * d*sc*q - dmin*m, so the dot is d*sc*xd*sum(q*xq) - dmin*m*sum(x). */
-template <> struct mv<TL_TYPE_Q4_K> {
-    struct W { uint4 q; __half2 dd; uint16_t scm; };
-    static __device__ int64_t units(int64_t n) { return n / 32; }
-    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        const uint8_t *s = (const uint8_t *)w.s + w.s_row * row;
-        W v;
-        v.q = ld_stream((const uint8_t *)w.q + w.q_row * row + u * 16);
-        v.dd = ((const __half2 *)s)[u >> 3];
-        v.scm = ((const uint16_t *)(s + w.n_in / 256 * 4))[u];
-        return v;
-    }
-    static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
-                                const int8_t *xq, const float2 *xds) {
-        const float2 ds = ldx(xds + u);
-        const int s = mv_nib_dot(v.q, xq, u);
-        float2 dd = __half22float2(v.dd);
-        return dd.x * (float)(v.scm & 0xFF) * ds.x * (float)s - dd.y * (float)(v.scm >> 8) * ds.y;
-    }
-};
-
-/* Q6_K (repacked, cuda_common.cuh): unit = 32 values, 16 bytes of low
- * nibbles + 8 bytes of high bit pairs (both streamed), d and the two int8
- * scales of its halves through L1. Values are 6-bit unsigned minus 32. */
-template <> struct mv<TL_TYPE_Q6_K> {
-    struct W { uint4 q; uint2 h; __half d; uint16_t sc; };
-    static __device__ int64_t units(int64_t n) { return n / 32; }
-    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        const uint8_t *q = (const uint8_t *)w.q + w.q_row * row, *s = (const uint8_t *)w.s + w.s_row * row;
-        W v;
-        v.q = ld_stream(q + u * 16);
-        v.h = __ldcs((const uint2 *)(q + w.n_in / 2 + u * 8));
-        v.d = ((const __half *)s)[u >> 3];
-        v.sc = ((const uint16_t *)(s + w.n_in / 256 * 2))[u];
-        return v;
-    }
-    static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *,
-                                const int8_t *xq, const float2 *xds) {
-        int4 x0 = ldx((const int4 *)(xq + u * 32)), x1 = ldx((const int4 *)(xq + u * 32 + 16));
-        float2 ds = ldx(xds + u);
-        const uint32_t Q[4] = {v.q.x, v.q.y, v.q.z, v.q.w};
-        const int X0[4] = {x0.x, x0.y, x0.z, x0.w}, X1[4] = {x1.x, x1.y, x1.z, x1.w};
-        int s0 = 0, s1 = 0;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const uint32_t lo = (Q[j] & 0x0F0F0F0F) | (((v.h.x >> (2 * j)) & 0x03030303) << 4);
-            const uint32_t hi = ((Q[j] >> 4) & 0x0F0F0F0F) | (((v.h.y >> (2 * j)) & 0x03030303) << 4);
-            s0 = dp4a((int)__vsub4(lo, 0x20202020), X0[j], s0);
-            s1 = dp4a((int)__vsub4(hi, 0x20202020), X1[j], s1);
-        }
-        const int sc0 = (int)(int8_t)(v.sc & 0xFF), sc1 = (int)(int8_t)(v.sc >> 8);
-        return __half2float(v.d) * ds.x * (float)(sc0 * s0 + sc1 * s1);
-    }
-};
-
-__device__ __forceinline__ float mv_warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float mv_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* The fused prologue/epilogue of a decode matvec (see tlc_mv_fuse). */
-struct mv_fuse_d {
-    const float *in_ss;
-    float eps;
-    const float *out_norm;
-    float *out_f;
-    int8_t *out_q;
-    float *out_ss;
-    /* QKV RoPE + KV store epilogue (rope_on) */
-    int rope_on, nh, nkv, hd;
-    float base, scale;
-    const float *fdiv;
-    __half *kc, *vc;
-    int64_t n_ctx;
-    const int32_t *d_pos;
-    int in_q; /* quantize xf into shared memory in each block (tlc_mv_fuse.in_q8) */
-};
-
-/* rows r0, r0+1 (an adjacent pair of one head) of [q | k | v]: rotate q/k
- * at *d_pos and store k/v into the cache; the same arithmetic as rope_kv_k */
-__device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, float &y0, float &y1) {
-    const int head = (int)(r0 / f.hd), a = (int)(r0 % f.hd), p = a / 2;
-    const int64_t pos = __ldcg(f.d_pos);
-    if (pos >= f.n_ctx) return;
-    if (head < f.nh + f.nkv) {
-        float inv = powf(f.base, -2.0f * (float)p / (float)f.hd);
-        if (f.fdiv) inv /= f.fdiv[p];
-        float s, co;
-        sincosf((float)pos / f.scale * inv, &s, &co);
-        const float x0 = y0, x1 = y1;
-        y0 = x0 * co - x1 * s;
-        y1 = x0 * s + x1 * co;
-        if (head >= f.nh) {
-            __half *kr = f.kc + ((int64_t)(head - f.nh) * f.n_ctx + pos) * f.hd;
-            kr[a] = __float2half(y0);
-            kr[a + 1] = __float2half(y1);
-        }
-    } else {
-        __half *vr = f.vc + ((int64_t)(head - f.nh - f.nkv) * f.n_ctx + pos) * f.hd;
-        vr[a] = __float2half(y0);
-        vr[a + 1] = __float2half(y1);
-    }
-}
 
 /* U units of each of the R rows per lane, from unit base on (weights only) */
 template <typename M, int U, int R>
@@ -449,19 +203,8 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
         __threadfence();
         o = __ldcg(y + grp * 32 + lane);
     }
-    const int64_t i = grp * 32 + lane;
-    const float xv = f.out_norm ? o * f.out_norm[i] : o;
-    if (f.out_f) f.out_f[i] = xv;
-    const float d = mv_warp_max(fabsf(xv)) / 127.0f;
-    const int qi = d > 0.0f ? __float2int_rn(xv / d) : 0;
-    f.out_q[i] = (int8_t)qi;
-    const float sq = mv_warp_sum((float)qi);
-    const float ss = mv_warp_sum(o * o);
-    if (lane == 0) {
-        ((float2 *)(f.out_q + n_rows_out))[grp] = make_float2(d, d * sq);
-        if (f.out_ss) f.out_ss[grp] = ss;
-        if (per_block != 32) cnt[grp] = 0;
-    }
+    mv_q8_group(f, grp, o, lane, n_rows_out);
+    if (lane == 0 && per_block != 32) cnt[grp] = 0;
 }
 
 /* epilogue: TLC_EPI_SPLIT (a separate act_prep_ss launch), TLC_EPI_COUNT
@@ -515,7 +258,8 @@ bool tlc_mv_in_q8_ok(const tlc_weight *w) {
 
 bool tlc_mv_in_q8_use(const tlc_ctx *c, const tlc_weight *w) {
     if (!tlc_mv_in_q8_ok(w) || c->inq == 0) return false;
-    return c->inq == 1 || w->type == TL_TYPE_Q8_0;
+    /* the streaming kernel reads the q8_1 that the GLU's epilogue writes */
+    return c->inq == 1 || (w->type == TL_TYPE_Q8_0 && !mvs_supported(c, w, TLC_MV_ACCUM));
 }
 
 void tlc_set_mv_epilogue(tlc_ctx *c, int glu, int acc) {
@@ -562,10 +306,6 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
             f.out_ss = fz->out_ss;
         }
     }
-    /* the split variant: the plain kernel, then a separate quantize launch */
-    const bool split = f.out_q && (mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc) == TLC_EPI_SPLIT;
-    mv_fuse_d fq = f;
-    if (split) f.out_q = NULL;
     if (fz && fz->rope) {
         const tlc_rope_kv_args *ra = fz->rope;
         const int hd = ra->head_dim;
@@ -586,6 +326,15 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
         f.n_ctx = ra->n_ctx;
         f.d_pos = ra->d_pos;
     }
+    /* the streaming kernel where the layout allows (its epilogues are always in-kernel) */
+    if (!in_q && mvs_supported(c, w, mode)) {
+        TLC_TRY(mvs_launch(c, w, xf, q8, ds, y, mode, f), "matvec (streamed)");
+        return TL_OK;
+    }
+    /* the split variant: the plain kernel, then a separate quantize launch */
+    const bool split = f.out_q && (mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc) == TLC_EPI_SPLIT;
+    mv_fuse_d fq = f;
+    if (split) f.out_q = NULL;
     cudaError_t e = cudaSuccess;
     switch (w->type) {
     case TL_TYPE_F16: e = mv_launch<TL_TYPE_F16>(c, w, xf, q8, ds, y, mode, f); break;
