@@ -33,7 +33,7 @@ extern "C" {
 #include "base/fp16.h"
 #include "quant/quant.h"
 }
-#include "backend/cuda/cuda_common.cuh" /* the probe below launches on the context's stream */
+#include "backend/cuda/cuda_mv.cuh" /* the probe launches on the context's stream; mvs_supported */
 
 static int n_pass, n_fail, n_skip;
 
@@ -759,6 +759,87 @@ static void test_qkv_rope(tlc_ctx *c, tl_type t, int64_t n_in) {
            bad);
 }
 
+/* The streamed matvec (cuda_mvstream.cu) must give the register kernel's
+ * bytes: both walk each row's units in the same order per lane. Every fused
+ * mode on decode shapes (weights tiled from 256 random rows, which is all
+ * the kernels see), with c->mv_stream toggled; y, the epilogue's f32 / q8_1 /
+ * sums and the KV cache of the RoPE epilogue are compared with memcmp. */
+static void test_stream_identical(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int mode, int hd) {
+    const bool keep = c->mv_stream;
+    c->mv_stream = true;
+    std::vector<uint8_t> h = random_weight(t, n_in, std::min<int64_t>(n_out, 256));
+    const size_t rb = tl_row_bytes(t, n_in);
+    std::vector<uint8_t> raw(rb * n_out);
+    for (size_t i = 0; i < raw.size(); i += h.size()) memcpy(&raw[i], h.data(), std::min(h.size(), raw.size() - i));
+    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
+    tlc_weight w;
+    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+    const int64_t n_ro = mode == TLC_MV_GLU ? n_out / 2 : n_out;
+    if (!mvs_supported(c, &w, mode)) {
+        printf("  stream %-5s %6lldx%-6lld mode %d: layout not streamable, skipped\n", tl_type_name(t),
+               (long long)n_out, (long long)n_in, mode);
+        n_skip++;
+        c->mv_stream = keep;
+        return;
+    }
+    std::vector<float> x(n_in), g(n_in), g2(n_ro), y0(n_ro);
+    for (auto &v : x) v = rnd_normal() * 2.0f;
+    for (auto &v : g) v = 1.0f + 0.2f * rnd_normal();
+    for (auto &v : g2) v = 1.0f + 0.2f * rnd_normal();
+    for (auto &v : y0) v = rnd_normal();
+    const int nkv = hd ? (int)(n_out / hd) / 6 : 0, nh = 4 * nkv, n_ctx = 16; /* Llama-3 grouping: 4 q heads per kv head */
+    const size_t cache = (size_t)std::max(nkv, 1) * n_ctx * std::max(hd, 1) * 2;
+    const int32_t pos = 9;
+    dbuf dx(c, n_in * 4, "x"), dg(c, n_in * 4, "g"), dxf(c, n_in * 4, "xf"), dxq(c, tlc_q8_bytes(n_in), "xq"),
+        dss(c, n_in / 32 * 4 + 4, "ss"), dy(c, n_ro * 4, "y"), dg2(c, n_ro * 4, "g2"), dyf(c, n_ro * 4, "yf"),
+        dyq(c, tlc_q8_bytes(n_ro), "yq"), dyss(c, n_ro / 32 * 4 + 4, "yss"), dk(c, cache, "k"), dv(c, cache, "v"),
+        dp(c, 4, "pos");
+    up(c, dx, x.data(), n_in * 4);
+    up(c, dg, g.data(), n_in * 4);
+    up(c, dg2, g2.data(), n_ro * 4);
+    up(c, dp, &pos, 4);
+    OK(tlc_act_prep_ss(c, dx.f(), dg.f(), n_in, 1, dxf.f(), dxq.p, dss.f()));
+    tlc_rope_kv_args ra = {{hd, false, 500000.0f, 1.0f, NULL}, nh, nkv, hd, dk.p, dv.p, n_ctx, (const int32_t *)dp.p};
+    tlc_mv_fuse fz = {};
+    fz.in_ss = dss.f();
+    fz.eps = 1e-5f;
+    if (mode == TLC_MV_GLU && n_ro % 32 == 0) fz.out_q = dyq.p;
+    if (mode == TLC_MV_ACCUM && n_ro % 32 == 0) {
+        fz.out_norm = dg2.f();
+        fz.out_f = dyf.f();
+        fz.out_q = dyq.p;
+        fz.out_ss = dyss.f();
+    }
+    if (hd) fz.rope = &ra;
+    std::vector<uint8_t> out[2];
+    for (int k = 0; k < 2; k++) {
+        c->mv_stream = k == 1;
+        up(c, dy, y0.data(), n_ro * 4);
+        for (dbuf *d : {&dyf, &dyq, &dyss, &dk, &dv}) d->poison();
+        OK(tlc_matvec_fused(c, &w, dxf.f(), dxq.p, dy.f(), mode, &fz));
+        OK(tlc_sync(c));
+        for (dbuf *d : {&dy, &dyf, &dyq, &dyss, &dk, &dv}) {
+            const size_t n = d == &dy || d == &dyf ? n_ro * 4
+                             : d == &dyq           ? tlc_q8_bytes(n_ro)
+                             : d == &dyss          ? n_ro / 32 * 4
+                                                   : (hd ? cache : 0);
+            const size_t o = out[k].size();
+            out[k].resize(o + n);
+            if (n) OK(tlc_download(c, out[k].data() + o, d->p, n));
+        }
+    }
+    c->mv_stream = keep;
+    size_t diff = 0;
+    for (size_t i = 0; i < out[0].size(); i++) diff += out[0][i] != out[1][i];
+    CHECK(diff == 0 && out[0].size() > 0, "streamed matvec %s %lldx%lld mode %d%s: %zu of %zu bytes differ from the "
+          "register kernel", tl_type_name(t), (long long)n_out, (long long)n_in, mode, hd ? " +rope" : "", diff,
+          out[0].size());
+    printf("  stream %-5s %6lldx%-6lld %-5s%s: identical to the register kernel (%zu bytes compared)\n",
+           tl_type_name(t), (long long)n_out, (long long)n_in,
+           mode == TLC_MV_GLU ? "glu" : mode == TLC_MV_ACCUM ? "accum" : "store", hd ? "+rope" : fz.out_q ? "+q8" : "",
+           out[0].size());
+}
+
 static void test_graph(tlc_ctx *c) {
     /* capture act_prep + matvec + argmax + pos advance; replays must match
      * the eager result, and the position must advance on the device */
@@ -1201,6 +1282,19 @@ int main(int argc, char **argv) {
     test_rope_kv(c, true);
     for (tl_type t : {TL_TYPE_F16, TL_TYPE_Q4_0, TL_TYPE_Q8_0, TL_TYPE_Q4_K})
         for (int64_t n_in : {512, 4096}) test_qkv_rope(c, t, n_in);
+    printf("streamed matvec (shared-memory stages) against the register kernel:\n");
+    for (tl_type t : all_types) {
+        test_stream_identical(c, t, 4096, 6144, TLC_MV_STORE, 128);  /* 8B QKV + RoPE + KV */
+        test_stream_identical(c, t, 4096, 4096, TLC_MV_ACCUM, 0);    /* 8B Wo + epilogue */
+        test_stream_identical(c, t, 4096, 28672, TLC_MV_GLU, 0);     /* 8B gate|up */
+        test_stream_identical(c, t, 14336, 4096, TLC_MV_ACCUM, 0);   /* 8B down */
+        test_stream_identical(c, t, 2048, 3072, TLC_MV_STORE, 64);   /* 1B QKV (8-output tasks) */
+        test_stream_identical(c, t, 2048, 2048, TLC_MV_ACCUM, 0);    /* 1B Wo (16-output tasks, counted q8_1) */
+        test_stream_identical(c, t, 2048, 16384, TLC_MV_GLU, 0);     /* 1B gate|up */
+        test_stream_identical(c, t, 8192, 2048, TLC_MV_ACCUM, 0);    /* 1B down */
+        test_stream_identical(c, t, 4096, 1000, TLC_MV_STORE, 0);    /* a partial last task */
+        test_stream_identical(c, t, 768, 38, TLC_MV_GLU, 0);         /* short rows, odd outputs */
+    }
     test_graph(c);
     test_oom(c);
     OK(tlc_sync(c));
