@@ -13,6 +13,9 @@
 #   sanitize: compute-sanitizer memcheck + racecheck over a tiny e2e run.
 #   probe:  test_cuda_kernels --probe: two dependent matvecs as separate
 #           launches vs one kernel with a grid barrier (docs/PERFORMANCE.md).
+#   stream: the shared-memory streaming matvec (cuda_mvstream.cu, opt-in):
+#           its bit-identity checks, tg128 with TALLOW_CUDA_MV_STREAM=1 / 0
+#           on STREAM_MODELS, and an ncu look at its first three launches.
 #   tune:   kernel checks + matvec table of each build in TUNE_BUILDS, op
 #           profiles (decode and prompt), tg128 of TUNE_MODELS under each
 #           build and each TUNE_CFGS environment (see the part; TUNE_KEEP=1
@@ -84,6 +87,26 @@ sanitize)
 probe)
   "$B/test_cuda_kernels" --probe
   ;;
+stream)
+  "$B/test_cuda_kernels" > "$LOG/kernels.log" 2>&1
+  echo "test_cuda_kernels exit $?"
+  grep -E "FAIL|passed" "$LOG/kernels.log"
+  echo "bit-identical to the register kernel: $(grep -c 'identical to the register' "$LOG/kernels.log")"
+  for spec in ${STREAM_MODELS:-llama3-8b:q4_0 llama3.2-1b:f16 llama3.2-1b:q4_0 llama3-8b:q8_0 llama3-8b:f16}; do
+    f=/tmp/m/${spec/:/-}.gguf
+    "$B/tallow" synth --shape ${spec%%:*} --type ${spec##*:} -o $f >/dev/null 2>&1
+    for cfg in 1 0; do
+      echo "== $spec TALLOW_CUDA_MV_STREAM=$cfg"
+      TALLOW_CUDA_MV_STREAM=$cfg "$B/tallow" bench -m $f --device cuda -p 0 -n 128 -r 3 2>&1 | grep -E "tg128|rror"
+    done
+    rm -f $f
+  done
+  ncu --clock-control none --kernel-name regex:mvs_k --launch-count 3 --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy "$B/test_cuda_kernels" \
+    > "$LOG/ncu.txt" 2>&1
+  grep -E "mvs_k|DRAM Throughput|Duration|Warp Cycles Per Issued|Achieved Active Warps|scoreboard" "$LOG/ncu.txt"
+  ;;
+
 tune)
   # decode/prompt tuning: kernel checks + matvec table of each build in
   # TUNE_BUILDS (default BUILD; TUNE_KERNELS=0 skips), op profiles of the
