@@ -1,59 +1,58 @@
 /* backend/cuda/cuda_mvstream: the decode matvec with its weights streamed
- * into shared memory by the bulk-copy engine (cp.async.bulk, Hopper),
- * instead of into registers.
+ * into shared memory by the bulk-copy engine (cp.async.bulk, Hopper)
+ * instead of into registers. OPT-IN (TALLOW_CUDA_MV_STREAM=1): measured
+ * slower than the register kernel (cuda_matvec.cu) on every model, see
+ * "Measured" below; kept, with its bit-identity checks, for the next try.
  *
- * Why: at batch 1 a decode layer is a chain of 9-66 MB matrices, each only
- * a few us of traffic, and each launch of the register kernel
- * (cuda_matvec.cu) pays a ramp-up and a tail that programmatic dependent
- * launch can hide only where the next kernel's blocks fit beside the
- * running ones; the register kernels fill the SMs' register files (64-128
- * registers x 128-1024 threads), so they do not. Here one block per SM
- * (grid <= SMs, persistent over its tasks) with few registers holds up to
- * ~110 KB of weights in flight in shared-memory stages, so two such
- * kernels fit on one SM: the next launch starts at once, its producer warp
- * issues the first stages' copies without waiting (weights are constant)
- * and they are in shared memory when its predecessor ends.
+ * Why it was built: at batch 1 a decode layer is a chain of 9-66 MB
+ * matrices, each a few us of traffic, and each launch of the register
+ * kernel pays a ramp-up and a tail that programmatic dependent launch can
+ * hide only where the next kernel's blocks fit beside the running ones; the
+ * register kernels fill the SMs' register files, so they do not. Here one
+ * block per SM (grid <= SMs, persistent over its tasks) with few registers
+ * holds up to ~110 KB of weights in flight in shared memory, so two such
+ * kernels fit on one SM and the next launch's producer warp issues its
+ * first copies (weights are constant: no wait) while its predecessor runs.
  *
  * Work: a task = ot consecutive outputs (8, 16 or 32; GLU: their gate and
  * up rows), chosen so the tasks spread evenly over the SMs; a block walks
  * its tasks (blockIdx.x, + gridDim.x, ...). A stage = rs consecutive whole
- * rows (1-8 rows, <= 13.75 KB): rows are contiguous in both the quant and the
- * scale array, so a stage is two copies (one for float types). Measured
- * 2026-11-30: a first version that copied each row's chunk separately
- * (32-64 copies of 0.1-1 KB per stage) streamed at ~0.7 TB/s whatever the
- * type (8B Q4_0 tg128 153 vs 540 t/s): the copy engine spends ~100 ns per
- * copy, so copies must be large.
- * Measured 2026-11-30 (H200, tg128, same binary, TALLOW_CUDA_MV_STREAM=1
- * vs the register kernel): 8B Q4_0 308 vs 539, Q8_0 242 vs 369, F16 155 vs
- * 226, 1B F16 732 vs 997, 1B Q4_0 1212 vs 1807. Even a long matrix streams
- * slowly (output head 128256x4096: Q4_0 0.60, F16 0.65 of the copy ceiling;
- * the register kernel ~1.0), so its steady state, not the launch chain,
- * limits it: with 8 stages of 8-14 KB in flight per SM it moves ~20 GB/s per SM (the
- * card needs ~32). ncu on three f32 launches (1B QKV, Wo, gate|up): DRAM
- * 26-55% busy, SM 16%, 8.7 warps active per SM, 12.6 cycles between a
- * warp's instructions, 63% of them waiting on L1TEX (the activation loads
- * each unit's dot makes): the 8 consumer warps are latency-bound, the
- * copies are not the limit. So it is off by default, kept behind
- * TALLOW_CUDA_MV_STREAM=1 with its bit-identity checks for the next
- * attempt: the activation in shared memory once per block, several rows
- * per pass sharing each activation load, more consumer warps. An earlier
- * arrangement, all 8 warps computing one row each of every stage in turn,
- * was slower still (8B Q4_0 305: one stage at a time per block).
- * Warps: 8 consumers + 1 producer; stage slot j (of 8, <= 13.75 KB each)
- * belongs to consumer warp j, and stage seq of the block's sequence goes to
- * slot and warp seq % 8, so each warp waits on its own slot's phases in
- * order. The producer (one lane) fills the slots in sequence, waiting on a
- * slot's "empty" barrier (its warp's arrival) before refilling it. A warp
- * computes the stage's rows one after another, each whole row with lane l
- * on units l, l+32, ... in order, exactly as the register kernel does, so
- * the sums and every output are bit-identical to it (test_cuda_kernels
- * checks that), writes the row sums into the task's buffer (a ring of 16)
- * and counts the stage in shared memory; the warp that finishes a task's
- * last stage runs its epilogue: residual add, RoPE + KV store, SiLU(g)*u,
- * and the q8_1 block of each 32-output group (directly when a task owns the
- * group, else by the last task to finish it, counted in global memory).
- * Rows longer than a slot (f16 >= 8192, q8_0 14336, f32 >= 4096) stay on
+ * rows (1-8 rows, <= 13.75 KB); rows are contiguous in both the quant and
+ * the scale array, so a stage is two copies (one for float types). Rows
+ * longer than a stage slot (f16 >= 8192, q8_0 14336, f32 >= 4096) stay on
  * the register kernel.
+ * Warps: 8 consumers + 1 producer. Stage slot j (of 8) belongs to consumer
+ * warp j, and stage seq of the block's sequence goes to slot and warp
+ * seq % 8, so each warp waits on its own slot's phases in order (a warp
+ * that skipped phases could take an old phase for its own). The producer
+ * (one lane) fills the slots in sequence, waiting on a slot's "empty"
+ * barrier before refilling it. A warp computes its stage's rows one after
+ * another, each whole row with lane l on units l, l+32, ... in order, 4
+ * units in flight, exactly as the register kernel does, so the sums and
+ * every output are bit-identical to it (test_cuda_kernels checks that);
+ * it writes the row sums into its task's buffer (a ring of 16) and counts
+ * the stage in shared memory; the warp that finishes a task's last stage
+ * runs the epilogue: residual add, RoPE + KV store, SiLU(g)*u, and the q8_1
+ * block of each 32-output group (directly when a task owns the group, else
+ * by the last task to finish it, counted in global memory).
+ *
+ * Measured 2026-11-30 on the H200 (tg128, same binary, stream on vs off):
+ * 8B Q4_0 308 vs 539 t/s, Q8_0 242 vs 369, F16 155 vs 226, 1B F16 732 vs
+ * 997, 1B Q4_0 1212 vs 1807. Even the long output head (128256 x 4096)
+ * streams at only 0.60 (Q4_0) / 0.65 (F16) of the copy ceiling (register
+ * kernel ~1.0): ~20 GB/s per SM, where the card needs ~32. ncu on three f32
+ * launches (1B QKV, Wo, gate|up): DRAM 26-55% busy, SM 16%, 8.7 warps
+ * active per SM, 12.6 cycles between a warp's instructions, 63% of them
+ * waiting on L1TEX loads: the consumers are latency-bound, not the copies.
+ * Variants measured on the way: one copy per row chunk (32-64 copies of
+ * 0.1-1 KB per stage) ~0.7 TB/s whatever the type (8B Q4_0 153): the copy
+ * engine spends ~100 ns per copy, so copies must be large; all 8 warps on
+ * one row each of every stage in turn (8B Q4_0 305: one stage at a time
+ * per block); all rows of a stage in one pass, one unit per lane per step
+ * shared by the rows (8B Q4_0 262, F16 83: fewer loads in flight per lane).
+ * Next to try: two slots per consumer warp (its next stage lands while it
+ * computes), the activation in shared memory once per block, 16 consumer
+ * warps with smaller stages.
  * Calls: CUDA. */
 #include "backend/cuda/cuda_mv.cuh"
 
