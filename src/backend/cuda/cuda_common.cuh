@@ -66,6 +66,16 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+/* sum / max of v over the 32 lanes of a warp (every lane gets the result) */
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 template <typename... KArgs, typename... Args>
 static inline cudaError_t tlc_launch(tlc_ctx *c, void (*k)(KArgs...), dim3 g, dim3 b, size_t smem,
                                      Args... args) {

@@ -132,7 +132,7 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
             if (f.in_ss) {
                 float s = 0;
                 for (int64_t i = lane; i < w.n_in / 32; i += 32) s += f.in_ss[i];
-                sc = rsqrtf(mv_warp_sum(s) / (float)w.n_in + f.eps);
+                sc = rsqrtf(warp_sum(s) / (float)w.n_in + f.eps);
             }
             if (IQ) {
                 /* q8_1 of the f32 input into shared memory, while the weights fly */
@@ -152,7 +152,7 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
         }
     }
 #pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = mv_warp_sum(acc[r]) * sc;
+    for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]) * sc;
     if (lane == 0 && live) {
         if (glu) {
 #pragma unroll

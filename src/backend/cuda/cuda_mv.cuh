@@ -1,6 +1,6 @@
 /* backend/cuda/cuda_mv: what the two decode matvec kernels share: the
  * per-type unit traits (mv<T>: load one 16-byte unit of a repacked row and
- * dot it with the activation), warp reductions, the fused prologue/epilogue
+ * dot it with the activation), the fused prologue/epilogue
  * parameters (mv_fuse_d), the QKV RoPE+KV pair epilogue and the q8_1 group
  * epilogue. The register kernel (cuda_matvec.cu) loads units into registers;
  * the streaming kernel (cuda_mvstream.cu) copies rows into shared memory and
@@ -215,15 +215,6 @@ template <> struct mv<TL_TYPE_Q6_K> {
     }
 };
 
-__device__ __forceinline__ float mv_warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float mv_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 /* The fused prologue/epilogue of a decode matvec (see tlc_mv_fuse). */
 struct mv_fuse_d {
     const float *in_ss;
@@ -276,11 +267,11 @@ __device__ __forceinline__ void mv_q8_group(const mv_fuse_d &f, int64_t grp, flo
     const int64_t i = grp * 32 + lane;
     const float xv = f.out_norm ? o * f.out_norm[i] : o;
     if (f.out_f) f.out_f[i] = xv;
-    const float d = mv_warp_max(fabsf(xv)) / 127.0f;
+    const float d = warp_max(fabsf(xv)) / 127.0f;
     const int qi = d > 0.0f ? __float2int_rn(xv / d) : 0;
     f.out_q[i] = (int8_t)qi;
-    const float sq = mv_warp_sum((float)qi);
-    const float ss = mv_warp_sum(o * o);
+    const float sq = warp_sum((float)qi);
+    const float ss = warp_sum(o * o);
     if (lane == 0) {
         ((float2 *)(f.out_q + n_rows_out))[grp] = make_float2(d, d * sq);
         if (f.out_ss) f.out_ss[grp] = ss;

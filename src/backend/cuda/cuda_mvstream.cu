@@ -205,7 +205,7 @@ mvs_k(const mvs_args a, const float *xf, const int8_t *xq, const float2 *xds, fl
     if (f.in_ss) {
         float s = 0;
         for (int64_t k = lane; k < a.w.n_in / 32; k += 32) s += f.in_ss[k];
-        sc = rsqrtf(mv_warp_sum(s) / (float)a.w.n_in + f.eps);
+        sc = rsqrtf(warp_sum(s) / (float)a.w.n_in + f.eps);
     }
     typedef mv<T> M;
     constexpr int U = 4;
@@ -238,7 +238,7 @@ mvs_k(const mvs_args a, const float *xf, const int8_t *xq, const float2 *xds, fl
                     }
                 }
             }
-            acc = mv_warp_sum(acc);
+            acc = warp_sum(acc);
             if (lane == 0) os[r0 + rr] = acc;
         }
         /* the slot is free; the task's rows are counted: the warp that

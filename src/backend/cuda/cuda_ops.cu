@@ -6,15 +6,6 @@
  * Calls: CUDA. */
 #include "backend/cuda/cuda_common.cuh"
 
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 /* block-wide sum; blockDim.x a multiple of 32, <= 1024 */
 __device__ float block_sum(float v) {
     __shared__ float sh[32];
