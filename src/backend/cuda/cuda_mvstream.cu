@@ -112,7 +112,8 @@ __device__ __forceinline__ int64_t mvs_row(const mvs_args &a, int64_t task, int 
     return glu && r >= a.ot ? n_rows_out + task * a.ot + (r - a.ot) : task * a.ot + r;
 }
 
-/* warp 0: the task's outputs from the block's row sums os[rt] */
+/* one warp (the one that finished the task's last stage): the task's outputs from
+ * the block's row sums os[rt] */
 __device__ __forceinline__ void mvs_epilogue(const mvs_args &a, const mv_fuse_d &f, const float *os, float sc,
                                              int64_t task, int lane, float *y, int mode, int64_t n_rows_out,
                                              int *cnt) {
