@@ -326,27 +326,19 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
         f.n_ctx = ra->n_ctx;
         f.d_pos = ra->d_pos;
     }
+    if (!tlc_type_supported(w->type))
+        return tl_err(TL_ERR_UNSUPPORTED, "cuda: matvec: type %s not supported", tl_type_name(w->type));
     /* the streaming kernel where the layout allows (its epilogues are always in-kernel) */
-    if (!in_q && mvs_supported(c, w, mode)) {
-        TLC_TRY(mvs_launch(c, w, xf, q8, ds, y, mode, f), "matvec (streamed)");
+    cudaError_t e = cudaSuccess;
+    if (!in_q && mvs_launch(c, w, xf, q8, ds, y, mode, f, &e)) {
+        TLC_TRY(e, "matvec (streamed)");
         return TL_OK;
     }
     /* the split variant: the plain kernel, then a separate quantize launch */
     const bool split = f.out_q && (mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc) == TLC_EPI_SPLIT;
     mv_fuse_d fq = f;
     if (split) f.out_q = NULL;
-    cudaError_t e = cudaSuccess;
-    switch (w->type) {
-    case TL_TYPE_F16: e = mv_launch<TL_TYPE_F16>(c, w, xf, q8, ds, y, mode, f); break;
-    case TL_TYPE_BF16: e = mv_launch<TL_TYPE_BF16>(c, w, xf, q8, ds, y, mode, f); break;
-    case TL_TYPE_F32: e = mv_launch<TL_TYPE_F32>(c, w, xf, q8, ds, y, mode, f); break;
-    case TL_TYPE_Q4_0: e = mv_launch<TL_TYPE_Q4_0>(c, w, xf, q8, ds, y, mode, f); break;
-    case TL_TYPE_Q4_1: e = mv_launch<TL_TYPE_Q4_1>(c, w, xf, q8, ds, y, mode, f); break;
-    case TL_TYPE_Q8_0: e = mv_launch<TL_TYPE_Q8_0>(c, w, xf, q8, ds, y, mode, f); break;
-    case TL_TYPE_Q4_K: e = mv_launch<TL_TYPE_Q4_K>(c, w, xf, q8, ds, y, mode, f); break;
-    case TL_TYPE_Q6_K: e = mv_launch<TL_TYPE_Q6_K>(c, w, xf, q8, ds, y, mode, f); break;
-    default: return tl_err(TL_ERR_UNSUPPORTED, "cuda: matvec: type %s not supported", tl_type_name(w->type));
-    }
+    e = mv_dispatch(w->type, [&](auto t) { return mv_launch<decltype(t)::value>(c, w, xf, q8, ds, y, mode, f); });
     TLC_TRY(e, "matvec");
     if (split)
         return tlc_act_prep_ss(c, y, fq.out_norm, mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out, 1, fq.out_f,

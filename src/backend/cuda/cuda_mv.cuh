@@ -10,6 +10,8 @@
 
 #include "backend/cuda/cuda_common.cuh"
 
+#include <type_traits>
+
 __device__ __forceinline__ int dp4a(int a, int b, int c) { return __dp4a(a, b, c); }
 
 /* weight loads: streamed from global memory (read once), or (SM) from a
@@ -278,10 +280,28 @@ __device__ __forceinline__ void mv_q8_group(const mv_fuse_d &f, int64_t grp, flo
     }
 }
 
-/* the streaming kernel (cuda_mvstream.cu): whether it takes w in this mode,
- * and its launch (with the same arguments as the register kernel's) */
+/* f(std::integral_constant<int, T>{}) for the weight type t, one of the
+ * eight matvec types (cudaErrorInvalidValue for any other): the one place
+ * a run-time type picks a kernel instantiation */
+template <typename F> static inline cudaError_t mv_dispatch(tl_type t, F &&f) {
+    switch (t) {
+    case TL_TYPE_F16: return f(std::integral_constant<int, TL_TYPE_F16>{});
+    case TL_TYPE_BF16: return f(std::integral_constant<int, TL_TYPE_BF16>{});
+    case TL_TYPE_F32: return f(std::integral_constant<int, TL_TYPE_F32>{});
+    case TL_TYPE_Q4_0: return f(std::integral_constant<int, TL_TYPE_Q4_0>{});
+    case TL_TYPE_Q4_1: return f(std::integral_constant<int, TL_TYPE_Q4_1>{});
+    case TL_TYPE_Q8_0: return f(std::integral_constant<int, TL_TYPE_Q8_0>{});
+    case TL_TYPE_Q4_K: return f(std::integral_constant<int, TL_TYPE_Q4_K>{});
+    case TL_TYPE_Q6_K: return f(std::integral_constant<int, TL_TYPE_Q6_K>{});
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* the streaming kernel (cuda_mvstream.cu): whether it takes w in this mode;
+ * and its launch (the register kernel's arguments): false when it does not
+ * take w, else true with the launch's error in *e */
 bool mvs_supported(const tlc_ctx *c, const tlc_weight *w, int mode);
-cudaError_t mvs_launch(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq, const float2 *xds,
-                       float *y, int mode, const mv_fuse_d &f);
+bool mvs_launch(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq, const float2 *xds, float *y,
+                int mode, const mv_fuse_d &f, cudaError_t *e);
 
 #endif

@@ -312,20 +312,11 @@ static cudaError_t mvs_go(tlc_ctx *c, const mvs_args &a, const float *xf, const 
                       xds, y, mode, n_ro, f, c->mv_cnt);
 }
 
-cudaError_t mvs_launch(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq, const float2 *xds,
-                       float *y, int mode, const mv_fuse_d &f) {
+bool mvs_launch(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq, const float2 *xds, float *y,
+                int mode, const mv_fuse_d &f, cudaError_t *e) {
     mvs_args a;
-    if (!mvs_plan(c, w, mode, &a)) return cudaErrorInvalidValue;
+    if (!mvs_plan(c, w, mode, &a)) return false;
     const int64_t n_ro = mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out;
-    switch (w->type) {
-    case TL_TYPE_F16: return mvs_go<TL_TYPE_F16>(c, a, xf, xq, xds, y, mode, n_ro, f);
-    case TL_TYPE_BF16: return mvs_go<TL_TYPE_BF16>(c, a, xf, xq, xds, y, mode, n_ro, f);
-    case TL_TYPE_F32: return mvs_go<TL_TYPE_F32>(c, a, xf, xq, xds, y, mode, n_ro, f);
-    case TL_TYPE_Q4_0: return mvs_go<TL_TYPE_Q4_0>(c, a, xf, xq, xds, y, mode, n_ro, f);
-    case TL_TYPE_Q4_1: return mvs_go<TL_TYPE_Q4_1>(c, a, xf, xq, xds, y, mode, n_ro, f);
-    case TL_TYPE_Q8_0: return mvs_go<TL_TYPE_Q8_0>(c, a, xf, xq, xds, y, mode, n_ro, f);
-    case TL_TYPE_Q4_K: return mvs_go<TL_TYPE_Q4_K>(c, a, xf, xq, xds, y, mode, n_ro, f);
-    case TL_TYPE_Q6_K: return mvs_go<TL_TYPE_Q6_K>(c, a, xf, xq, xds, y, mode, n_ro, f);
-    default: return cudaErrorInvalidValue;
-    }
+    *e = mv_dispatch(w->type, [&](auto t) { return mvs_go<decltype(t)::value>(c, a, xf, xq, xds, y, mode, n_ro, f); });
+    return true;
 }
