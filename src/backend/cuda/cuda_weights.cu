@@ -311,9 +311,23 @@ template <> __device__ __forceinline__ void deq8<TL_TYPE_Q4_K>(const tlc_weight 
         o[i] = ds * (float)((wd >> (8 * (i & 3) + sh)) & 0xF) - dm;
     }
 }
+/* the same values as q6k_value for v = 8 part + i, with each part loaded
+ * once: the 8 low-nibble bytes (one 8-byte load), the 4 high-bit bytes of
+ * this half of the unit (one 4-byte load: n_in % 256 == 0 keeps it
+ * aligned), d times the sub-block scale */
 template <> __device__ __forceinline__ void deq8<TL_TYPE_Q6_K>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
     const uint8_t *q = (const uint8_t *)w.q + w.q_row * row, *s = (const uint8_t *)w.s + w.s_row * row;
-    for (int i = 0; i < 8; i++) o[i] = q6k_value(w, q, s, g >> 2, (int)(g & 3) * 8 + i);
+    const int64_t ch = g >> 2;
+    const int part = (int)(g & 3), hi = part >> 1, lo = part & 1;
+    const uint2 nb = *(const uint2 *)(q + ch * 16 + lo * 8);
+    const uint32_t hb = *(const uint32_t *)(q + w.n_in / 2 + ch * 8 + hi * 4);
+    const float ds = __half2float(((const __half *)s)[ch / 8]) * (float)((const int8_t *)(s + w.n_in / 256 * 2))[ch * 2 + hi];
+    for (int i = 0; i < 8; i++) {
+        const uint32_t wd = i < 4 ? nb.x : nb.y;
+        const int nib = (int)(wd >> (8 * (i & 3) + 4 * hi)) & 0xF;
+        const int h = (int)(hb >> (8 * (i & 3) + 2 * (lo * 2 + (i >> 2)))) & 3;
+        o[i] = ds * (float)((nib | (h << 4)) - 32);
+    }
 }
 template <> __device__ __forceinline__ void deq8<TL_TYPE_F32>(const tlc_weight &w, int64_t row, int64_t g, float *o) {
     const float4 *p = (const float4 *)((const uint8_t *)w.q + w.q_row * row + g * 32);
