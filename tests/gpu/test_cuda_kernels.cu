@@ -408,6 +408,16 @@ static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int e
     int diff_iq = -1;
     if (tlc_mv_in_q8_ok(&w)) {
         diff_iq = 0;
+        /* the reference again without the row split over a cluster (which
+         * sums in another order; the in-block path never splits) */
+        const int keep_ks = c->mv_ks;
+        c->mv_ks = 1;
+        up(c, dy, y0.data(), n_out * 4);
+        OK(tlc_matvec_fused(c, &w, dxf.f(), dxq.p, dy.f(), TLC_MV_ACCUM, &fe));
+        y = down(c, dy, n_out);
+        yf = down(c, dyf, n_out);
+        yss = down(c, dyss, n_out / 32);
+        OK(tlc_download(c, yq.data(), dyq.p, yq.size()));
         for (int ea = TLC_EPI_SPLIT; ea <= TLC_EPI_BLOCK; ea++) {
             tlc_set_mv_epilogue(c, epi, ea);
             up(c, dy, y0.data(), n_out * 4);
@@ -426,6 +436,7 @@ static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int e
             diff_iq += memcmp(yq2.data(), yq.data(), yq.size()) != 0;
         }
         tlc_set_mv_epilogue(c, epi, epi); /* back to the variant under test (the GLU below) */
+        c->mv_ks = keep_ks;
         CHECK(diff_iq == 0, "in-block q8 input %s %lldx%lld: %d of 12 outputs differ from the act_prep path",
               tl_type_name(t), (long long)n_out, (long long)n_in, diff_iq);
     }
@@ -766,7 +777,9 @@ static void test_qkv_rope(tlc_ctx *c, tl_type t, int64_t n_in) {
  * sums and the KV cache of the RoPE epilogue are compared with memcmp. */
 static void test_stream_identical(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int mode, int hd) {
     const bool keep = c->mv_stream;
+    const int keep_ks = c->mv_ks;
     c->mv_stream = true;
+    c->mv_ks = 1; /* row slices split over a cluster sum in another order */
     std::vector<uint8_t> h = random_weight(t, n_in, std::min<int64_t>(n_out, 256));
     const size_t rb = tl_row_bytes(t, n_in);
     std::vector<uint8_t> raw(rb * n_out);
@@ -780,6 +793,7 @@ static void test_stream_identical(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n
                (long long)n_out, (long long)n_in, mode);
         n_skip++;
         c->mv_stream = keep;
+        c->mv_ks = keep_ks;
         return;
     }
     std::vector<float> x(n_in), g(n_in), g2(n_ro), y0(n_ro);
@@ -829,6 +843,7 @@ static void test_stream_identical(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n
         }
     }
     c->mv_stream = keep;
+    c->mv_ks = keep_ks;
     size_t diff = 0;
     for (size_t i = 0; i < out[0].size(); i++) diff += out[0][i] != out[1][i];
     CHECK(diff == 0 && out[0].size() > 0, "streamed matvec %s %lldx%lld mode %d%s: %zu of %zu bytes differ from the "

@@ -13,16 +13,29 @@
  *    output and its q8_1 (the Wo matvec's input). The split size (>= 16
  *    positions, <= 32 splits) is chosen on the device from the length at
  *    *d_pos, so a captured graph stays valid as the context grows; splits
- *    past the end exit at once.
+ *    past the end exit at once. Up to 8 x 16 positions, when launched in
+ *    clusters of 8 blocks along the splits, the 8 blocks of a KV head
+ *    split the context evenly and merge through distributed shared memory
+ *    instead (no partials, fence or count). Every block requests its first
+ *    K/V rows below *d_pos before the wait on the kernel before it.
+ *    Measured 2026-11-30 (8B Q4_0, same binary, TALLOW_CUDA_ATT_MODE 3 /
+ *    0): tg128 574.1 / 554.6, 1B Q4_0 1,878 / 1,773; but launched in
+ *    clusters the long-context path lost 13% of decode at depth 4096
+ *    (278.5 vs 321.9), so the decode graph for contexts past 128 launches
+ *    without them (tlc_attn_use_cluster; 328.0 then).
  *  - prefill: one warp per (query token, kv head), causal range: the path
  *    for f32 caches and head sizes other than 64/128; f16 caches with those
  *    go to the tensor-core flash attention of cuda_flash.cu.
  * Calls: CUDA. */
+#include <cooperative_groups.h>
+
 #include "backend/cuda/cuda_common.cuh"
 
 #define ATT_SPLITS 32
 #define ATT_WARPS 4 /* prefill walk; decode: c->att_warps (8 or 4) */
 #define ATT_MIN_CHUNK 16
+#define ATT_CS 8 /* blocks per cluster: the splits of one KV head at short context */
+enum { ATT_MODE_CLUSTER = 1, ATT_MODE_EARLY = 2 };
 
 template <typename KT> __device__ __forceinline__ float kv_f(KT v);
 template <> __device__ __forceinline__ float kv_f<float>(float v) { return v; }
@@ -40,62 +53,122 @@ template <int D, int GMAX> struct att_state {
     float m[GMAX], l[GMAX];
 };
 
-template <int D, int GMAX, typename KT>
-__device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT *kh, const KT *vh,
-                                         int64_t p0, int64_t p1, int64_t step, int lane) {
+constexpr int ATT_P = 4; /* positions loaded before any is used: memory-level parallelism */
+
+/* K and V rows of positions p + j*step (j < ATT_P) that are below lim into
+ * k, v (lanes past D and positions at or past lim: left alone) */
+template <int D, typename KT>
+__device__ __forceinline__ void att_load(float (&k)[ATT_P][att_dims<D>::E], float (&v)[ATT_P][att_dims<D>::E],
+                                         const KT *kh, const KT *vh, int64_t p, int64_t step, int64_t lim,
+                                         int lane) {
     constexpr int E = att_dims<D>::E;
-    const bool act = lane * E < D;
-    constexpr int P = 4; /* positions loaded before any is used: memory-level parallelism */
-    for (int64_t p = p0; p < p1; p += P * step) {
-        float k[P][E], v[P][E];
+    if (lane * E >= D) return;
 #pragma unroll
-        for (int j = 0; j < P; j++) {
-            int64_t pj = p + j * step;
-            const KT *kr = kh + pj * D + lane * E, *vr = vh + pj * D + lane * E;
+    for (int j = 0; j < ATT_P; j++) {
+        const int64_t pj = p + j * step;
+        if (pj >= lim) continue;
+        const KT *kr = kh + pj * D + lane * E, *vr = vh + pj * D + lane * E;
 #pragma unroll
-            for (int e = 0; e < E; e++) {
-                k[j][e] = pj < p1 && act ? kv_f(kr[e]) : 0.0f;
-                v[j][e] = pj < p1 && act ? kv_f(vr[e]) : 0.0f;
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < P; j++) {
-            if (p + j * step >= p1) break;
-#pragma unroll
-            for (int g = 0; g < GMAX; g++) {
-                if (g >= G) break;
-                float s = 0;
-#pragma unroll
-                for (int e = 0; e < E; e++) s += st.q[g][e] * k[j][e];
-                for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-                float mn = fmaxf(st.m[g], s);
-                float corr = __expf(st.m[g] - mn); /* exp(-inf) = 0 on the first position */
-                float pw = __expf(s - mn);
-                st.l[g] = st.l[g] * corr + pw;
-#pragma unroll
-                for (int e = 0; e < E; e++) st.acc[g][e] = st.acc[g][e] * corr + pw * v[j][e];
-                st.m[g] = mn;
-            }
+        for (int e = 0; e < E; e++) {
+            k[j][e] = kv_f(kr[e]);
+            v[j][e] = kv_f(vr[e]);
         }
     }
 }
 
+/* the online-softmax update with the loaded positions below p1 */
+template <int D, int GMAX>
+__device__ __forceinline__ void att_consume(att_state<D, GMAX> &st, int G, const float (&k)[ATT_P][att_dims<D>::E],
+                                            const float (&v)[ATT_P][att_dims<D>::E], int64_t p, int64_t step,
+                                            int64_t p1) {
+    constexpr int E = att_dims<D>::E;
+#pragma unroll
+    for (int j = 0; j < ATT_P; j++) {
+        if (p + j * step >= p1) break;
+#pragma unroll
+        for (int g = 0; g < GMAX; g++) {
+            if (g >= G) break;
+            float s = 0;
+#pragma unroll
+            for (int e = 0; e < E; e++) s += st.q[g][e] * k[j][e];
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            float mn = fmaxf(st.m[g], s);
+            float corr = __expf(st.m[g] - mn); /* exp(-inf) = 0 on the first position */
+            float pw = __expf(s - mn);
+            st.l[g] = st.l[g] * corr + pw;
+#pragma unroll
+            for (int e = 0; e < E; e++) st.acc[g][e] = st.acc[g][e] * corr + pw * v[j][e];
+            st.m[g] = mn;
+        }
+    }
+}
+
+template <int D, int GMAX, typename KT>
+__device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT *kh, const KT *vh,
+                                         int64_t p0, int64_t p1, int64_t step, int lane) {
+    constexpr int E = att_dims<D>::E;
+    for (int64_t p = p0; p < p1; p += ATT_P * step) {
+        float k[ATT_P][E] = {}, v[ATT_P][E] = {};
+        att_load<D, KT>(k, v, kh, vh, p, step, p1, lane);
+        att_consume<D, GMAX>(st, G, k, v, p, step, p1);
+    }
+}
+
+/* q8_1 of one group of 32 outputs by one warp (r: this lane's value) */
+__device__ __forceinline__ void att_q8_group(float r, int64_t i, int8_t *out_q, int64_t n_total, int lane) {
+    const float dq = warp_max(fabsf(r)) / 127.0f;
+    const int qi = dq > 0.0f ? __float2int_rn(r / dq) : 0;
+    out_q[i] = (int8_t)qi;
+    const float sq = warp_sum((float)qi);
+    if (lane == 0) ((float2 *)(out_q + n_total))[i / 32] = make_float2(dq, dq * sq);
+}
+
+/* mode: ATT_MODE_CLUSTER (contexts of at most ATT_CS splits merge inside
+ * the KV head's cluster) | ATT_MODE_EARLY (the first positions' K/V are
+ * requested before the wait). The cluster path: the ATT_CS blocks of
+ * cluster 0 of a KV head split the context evenly (no minimum chunk: their
+ * merge costs no global round trip), each leaves its (m, l, acc) in shared
+ * memory, and after a cluster barrier block r merges output groups r,
+ * r + ATT_CS, ... from all ranks' shared memory, writes them and their
+ * q8_1; a second barrier keeps every block's shared memory alive until
+ * read. Longer contexts: up to ATT_SPLITS splits with global partials
+ * merged by the last block (an atomic count), as before. */
 template <int D, int GMAX, typename KT, int NW>
 __global__ void __launch_bounds__(NW * 32)
 attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, const int32_t *d_pos,
-              float scale, float *part, float *out, int8_t *out_q, int64_t n_total, int *cnt, int min_chunk) {
+              float scale, float *part, float *out, int8_t *out_q, int64_t n_total, int *cnt, int min_chunk,
+              int mode) {
     constexpr int E = att_dims<D>::E;
     pdl_trigger();
-    pdl_wait();
-    const int kvh = blockIdx.x, split = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int kvh = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const bool act = lane * E < D;
-    const int64_t kv_len = (int64_t)*d_pos + 1;
+    /* *d_pos is written by the copy that starts the step, the cache below
+     * it by earlier steps: no kernel in flight writes either, so both may
+     * be read before the wait (the current position's K/V may not) */
+    const int64_t kv_len = (int64_t)__ldcg(d_pos) + 1;
     int64_t chunk = (kv_len + ATT_SPLITS - 1) / ATT_SPLITS;
     if (chunk < min_chunk) chunk = min_chunk;
-    const int n_split = (int)((kv_len + chunk - 1) / chunk); /* the same in every block */
-    if (split >= n_split) return;
-    const int64_t p0 = split * chunk;
+    int n_split = (int)((kv_len + chunk - 1) / chunk); /* the same in every block */
+    const bool clus = (mode & ATT_MODE_CLUSTER) && n_split <= ATT_CS;
+    if (clus) {
+        if (blockIdx.y >= ATT_CS) {
+            pdl_wait();
+            return; /* whole clusters: no barrier is left waiting */
+        }
+        n_split = ATT_CS;
+        chunk = (kv_len + ATT_CS - 1) / ATT_CS;
+    } else if ((int)blockIdx.y >= n_split) {
+        pdl_wait();
+        return;
+    }
+    const int split = blockIdx.y;
+    const int64_t p0 = min(kv_len, split * chunk);
     const int64_t p1 = min(kv_len, p0 + chunk);
+    const KT *kh = kc + (int64_t)kvh * n_ctx * D, *vh = vc + (int64_t)kvh * n_ctx * D;
+    float k0[ATT_P][E] = {}, v0[ATT_P][E] = {};
+    const int64_t pw0 = p0 + w;
+    if (mode & ATT_MODE_EARLY) att_load<D, KT>(k0, v0, kh, vh, pw0, NW, min(p1, kv_len - 1), lane);
+    pdl_wait();
     att_state<D, GMAX> st;
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
@@ -107,8 +180,23 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
             st.q[g][e] = g < G && act ? q[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
         }
     }
-    const KT *kh = kc + (int64_t)kvh * n_ctx * D, *vh = vc + (int64_t)kvh * n_ctx * D;
-    att_walk<D, GMAX, KT>(st, G, kh, vh, p0 + w, p1, NW, lane);
+    if (mode & ATT_MODE_EARLY) {
+        /* the current position, written by the kernel before, if this batch holds it */
+        const int64_t cur = kv_len - 1, j = (cur - pw0) / NW;
+        if (cur >= pw0 && cur < p1 && (cur - pw0) % NW == 0 && j < ATT_P && act)
+#pragma unroll
+            for (int jj = 0; jj < ATT_P; jj++)
+                if (jj == j)
+#pragma unroll
+                    for (int e = 0; e < E; e++) {
+                        k0[jj][e] = kv_f(kh[cur * D + lane * E + e]);
+                        v0[jj][e] = kv_f(vh[cur * D + lane * E + e]);
+                    }
+        att_consume<D, GMAX>(st, G, k0, v0, pw0, NW, p1);
+        att_walk<D, GMAX, KT>(st, G, kh, vh, pw0 + ATT_P * NW, p1, NW, lane);
+    } else {
+        att_walk<D, GMAX, KT>(st, G, kh, vh, pw0, p1, NW, lane);
+    }
     /* merge the block's warps */
     __shared__ float sm[NW][GMAX][2];
     __shared__ float sacc[NW][GMAX][D];
@@ -122,6 +210,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     __syncthreads();
     const int64_t stride = D + 2;
     __shared__ float res[GMAX * D]; /* [G][D] the final output (for its q8_1) */
+    __shared__ float cml[GMAX][2];  /* cluster path: this block's (m, l) per head */
     for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
         int g = i / D, d = i % D;
         float mx = -INFINITY;
@@ -132,7 +221,10 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
             l += sm[w2][g][1] * f;
             a += sacc[w2][g][d] * f;
         }
-        if (n_split == 1) {
+        if (clus) {
+            res[i] = a; /* unnormalized, relative to mx */
+            if (d == 0) { cml[g][0] = mx; cml[g][1] = l; }
+        } else if (n_split == 1) {
             /* short context: no partials, no count; the output straight away */
             out[(int64_t)kvh * G * D + i] = res[i] = a / l;
         } else {
@@ -140,6 +232,33 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
             if (d == 0) { o[0] = mx; o[1] = l; }
             o[2 + d] = a;
         }
+    }
+    if (clus) {
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        cl.sync(); /* every rank's res / cml written */
+        const int rank = (int)cl.block_rank();
+        for (int b = rank + ATT_CS * w; b * 32 < G * D; b += ATT_CS * NW) { /* warp-uniform */
+            const int64_t i = (int64_t)b * 32 + lane;
+            const bool ok = i < G * D;
+            const int g = ok ? (int)(i / D) : 0;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int r = 0; r < ATT_CS; r++) mx = fmaxf(mx, cl.map_shared_rank(&cml[0][0], r)[g * 2]);
+            float l = 0, a = 0;
+#pragma unroll
+            for (int r = 0; r < ATT_CS; r++) {
+                const float mr = cl.map_shared_rank(&cml[0][0], r)[g * 2];
+                const float f = mr == -INFINITY ? 0.0f : __expf(mr - mx);
+                l += cl.map_shared_rank(&cml[0][0], r)[g * 2 + 1] * f;
+                if (ok) a += cl.map_shared_rank(res, r)[i] * f;
+            }
+            const float o = a / l;
+            if (ok) out[(int64_t)kvh * G * D + i] = o;
+            if (out_q) att_q8_group(o, (int64_t)kvh * G * D + i, out_q, n_total, lane);
+        }
+        cl.sync(); /* no block leaves while another reads its shared memory */
+        return;
     }
     if (n_split > 1) {
         /* the last split block of this KV head merges all splits (no second
@@ -185,19 +304,15 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     if (!out_q) return;
     /* q8_1 of the G*D outputs (G*D % 32 == 0: checked by the caller) */
     __syncthreads();
-    for (int b = w; b < G * D / 32; b += NW) {
-        float r = res[b * 32 + lane];
-        float dq = fabsf(r);
-        for (int o = 16; o > 0; o >>= 1) dq = fmaxf(dq, __shfl_xor_sync(0xffffffffu, dq, o));
-        dq /= 127.0f;
-        int qi = dq > 0.0f ? __float2int_rn(r / dq) : 0;
-        int64_t i = (int64_t)kvh * G * D + b * 32 + lane;
-        out_q[i] = (int8_t)qi;
-        float sq = (float)qi;
-        for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-        if (lane == 0) ((float2 *)(out_q + n_total))[i / 32] = make_float2(dq, dq * sq);
-    }
+    for (int b = w; b < G * D / 32; b += NW)
+        att_q8_group(res[b * 32 + lane], (int64_t)kvh * G * D + b * 32 + lane, out_q, n_total, lane);
 }
+
+int64_t tlc_attn_cluster_len(const tlc_ctx *c) {
+    return c->att_mode & ATT_MODE_CLUSTER ? (int64_t)ATT_CS * c->att_chunk : 0;
+}
+
+void tlc_attn_use_cluster(tlc_ctx *c, bool on) { c->att_no_cluster = !on; }
 
 size_t tlc_attn_decode_scratch(int n_head, int head_dim) {
     return (size_t)n_head * ATT_SPLITS * (head_dim + 2);
@@ -214,9 +329,12 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     /* the two block sizes are two instances of one kernel signature */
     const bool w8 = c->att_warps == 8;
     auto k = w8 ? attn_decode_k<D, GMAX, KT, 8> : attn_decode_k<D, GMAX, KT, ATT_WARPS>;
-    return tlc_launch(c, k, grid, dim3((w8 ? 8 : ATT_WARPS) * 32), 0, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
+    /* clusters only where the cluster merge may run */
+    const int mode = c->att_no_cluster ? c->att_mode & ~ATT_MODE_CLUSTER : c->att_mode;
+    const dim3 cl(1, mode & ATT_MODE_CLUSTER ? ATT_CS : 1);
+    return tlc_launch_cl(c, cl, k, grid, dim3((w8 ? 8 : ATT_WARPS) * 32), 0, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
                       d_pos, scale, scratch, out, oq, (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV,
-                      c->att_chunk);
+                      c->att_chunk, mode);
 }
 
 template <int D, int GMAX, typename KT>

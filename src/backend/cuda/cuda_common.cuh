@@ -25,6 +25,9 @@ struct tlc_ctx {
     int epi_glu, epi_acc; /* q8_1 epilogue variant per mode (TLC_EPI_*) */
     int att_chunk;        /* decode attention: fewest positions per split */
     int att_warps;        /* decode attention: warps per block (4 or 8) */
+    int att_mode;         /* decode attention: 1 cluster merge at short context, 2 early K/V
+                           * loads, 3 both (TALLOW_CUDA_ATT_MODE; cuda_attn.cu) */
+    bool att_no_cluster;  /* launches now: without the cluster (tlc_attn_use_cluster) */
     bool flash;           /* prompt attention on the tensor cores (TALLOW_CUDA_NO_FLASH=1: off) */
     int mv_lean;          /* q8_1-epilogue accumulate matvecs (Wo, down) in blocks of 32 warps x
                            * 1 row: -1 for the types measured faster, TALLOW_CUDA_MV_LEAN=0/1
@@ -34,6 +37,12 @@ struct tlc_ctx {
     bool mv_stream;       /* decode matvecs through shared memory by the bulk-copy engine
                            * (cuda_mvstream.cu) where the layout allows: TALLOW_CUDA_MV_STREAM=1;
                            * off by default (measured slower, see that file) */
+    int mv_store_u;       /* units per lane per pass of the plain store matvecs (QKV, output
+                           * head): 0 the measured default per type, else 4, 2 or 1
+                           * (TALLOW_CUDA_MV_STORE_U) */
+    int mv_glu_u;         /* the same for the plain GLU matvec (TALLOW_CUDA_MV_GLU_U) */
+    int mv_ks;            /* most blocks that split one 32-row group of an accumulate matvec
+                           * along its rows (a cluster; 1, 2 or 4; TALLOW_CUDA_MV_KS) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
                           * (each launch leaves them zero again) */
 };
@@ -76,20 +85,37 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+/* a launch with programmatic dependent launch (when on) and, when cl has
+ * more than one block, thread-block clusters of shape cl */
 template <typename... KArgs, typename... Args>
-static inline cudaError_t tlc_launch(tlc_ctx *c, void (*k)(KArgs...), dim3 g, dim3 b, size_t smem,
-                                     Args... args) {
+static inline cudaError_t tlc_launch_cl(tlc_ctx *c, dim3 cl, void (*k)(KArgs...), dim3 g, dim3 b, size_t smem,
+                                        Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = g;
     cfg.blockDim = b;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = c->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute at[2];
+    int n = 0;
+    if (c->pdl) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cl.x * cl.y * cl.z > 1) {
+        at[n].id = cudaLaunchAttributeClusterDimension;
+        at[n].val.clusterDim.x = cl.x;
+        at[n].val.clusterDim.y = cl.y;
+        at[n++].val.clusterDim.z = cl.z;
+    }
     cfg.attrs = at;
-    cfg.numAttrs = c->pdl ? 1 : 0;
+    cfg.numAttrs = n;
     return cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
+}
+
+template <typename... KArgs, typename... Args>
+static inline cudaError_t tlc_launch(tlc_ctx *c, void (*k)(KArgs...), dim3 g, dim3 b, size_t smem,
+                                     Args... args) {
+    return tlc_launch_cl(c, dim3(1), k, g, b, smem, args...);
 }
 
 /* CUDA error -> tl_status with the op named. */

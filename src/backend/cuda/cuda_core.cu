@@ -36,12 +36,19 @@ tl_status tlc_init(int device, tlc_ctx **out) {
      * TALLOW_CUDA_ATT_WARPS=4 for the old layout */
     const char *aw = getenv("TALLOW_CUDA_ATT_WARPS");
     c->att_warps = aw && atoi(aw) == 4 ? 4 : 8;
+    const char *am = getenv("TALLOW_CUDA_ATT_MODE");
+    c->att_mode = am && am[0] >= '0' && am[0] <= '3' ? am[0] - '0' : 3;
     const char *ml = getenv("TALLOW_CUDA_MV_LEAN");
     c->mv_lean = ml && (ml[0] == '0' || ml[0] == '1') ? ml[0] - '0' : -1;
     const char *ms = getenv("TALLOW_CUDA_MV_STREAM");
     c->mv_stream = ms && ms[0] == '1'; /* opt-in: measured slower (cuda_mvstream.cu) */
     const char *iq = getenv("TALLOW_CUDA_INQ");
     c->inq = iq && iq[0] >= '0' && iq[0] <= '2' ? iq[0] - '0' : 2;
+    const char *su = getenv("TALLOW_CUDA_MV_STORE_U"), *gu = getenv("TALLOW_CUDA_MV_GLU_U"),
+               *ks = getenv("TALLOW_CUDA_MV_KS");
+    c->mv_store_u = su && (atoi(su) == 1 || atoi(su) == 2 || atoi(su) == 4) ? atoi(su) : 0;
+    c->mv_glu_u = gu && (atoi(gu) == 1 || atoi(gu) == 2 || atoi(gu) == 4) ? atoi(gu) : 0;
+    c->mv_ks = ks && (atoi(ks) == 1 || atoi(ks) == 2) ? atoi(ks) : 4;
     const char *nf = getenv("TALLOW_CUDA_NO_FLASH");
     c->flash = !(nf && nf[0] == '1');
     const char *epi = getenv("TALLOW_CUDA_EPI"); /* "G,A": variants for GLU and accumulate */

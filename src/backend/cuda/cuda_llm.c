@@ -13,10 +13,11 @@
  * weights, and for Q8_0 each down block quantizes it itself, in_q8), down
  * matvec accumulating into the residual with the same epilogue for the next
  * layer's (or the output) norm.
- * Decode (one token) is captured once as a CUDA graph whose first node
- * copies (position, token) from pinned host memory, so a token costs one
- * graph launch; greedy argmax runs in the graph and only the id (or, when
- * asked, the logits) comes back. Prompts (m > 1) run eagerly through cuBLAS
+ * Decode (one token) is captured as a CUDA graph whose first node copies
+ * (position, token) from pinned host memory, so a token costs one graph
+ * launch (two graphs: short contexts, whose attention merges inside a
+ * cluster up to tlc_attn_cluster_len, and longer ones); greedy argmax runs
+ * in the graph and only the id (or, when asked, the logits) comes back. Prompts (m > 1) run eagerly through cuBLAS
  * GEMMs (quantized weights dequantized to f16 per matrix into scratch).
  * KV cache: f16 [layer][k|v][n_kv_head][n_ctx][head_dim].
  * Owns: cl_model (model->backend_ctx), cl_session (session->backend_ctx).
@@ -67,7 +68,9 @@ typedef struct cl_session {
     int32_t *d_io;              /* [0] position, [1..] tokens */
     int32_t *d_next;            /* greedy token */
     int32_t *h_io;              /* pinned [pos, tok] read by the decode graph */
-    tlc_graph *graph;
+    tlc_graph *graph[2];        /* decode: [0] short contexts (attention merges in a
+                                 * cluster), [1] longer ones (no clusters: their launch
+                                 * cost 13% of decode at depth 4096) */
     /* TALLOW_CUDA_PROF=1: decode eagerly with an event after every op and
      * print the per-op time (gaps included) when the session is freed;
      * prompt batches likewise, tallied apart ([0] decode, [1] prompt) */
@@ -80,6 +83,10 @@ typedef struct cl_session {
         int keys, steps;
         bool warm;              /* the first step was seen (not counted) */
     } tally[2];
+    /* TALLOW_CUDA_SKIP=word,word,...: profiling ablation, the ops whose
+     * names contain a word are not launched (wrong output; the speed
+     * without them bounds what making them free could gain) */
+    const char *skip;
     int32_t lg_tok;             /* tokens per logits chunk for eval_all */
     bool dev_logits_valid;      /* device logits hold the last token's */
 } cl_session;
@@ -373,6 +380,7 @@ tl_status llm_cuda_session_init(tl_session *s) {
     if ((st = tlc_host_alloc(16, (void **)&cs->h_io))) goto fail;
     const char *pe = getenv("TALLOW_CUDA_PROF");
     cs->prof = pe && pe[0] == '1';
+    cs->skip = getenv("TALLOW_CUDA_SKIP");
     if ((st = tlc_sync(c))) goto fail;
     s->backend_ctx = cs;
     return TL_OK;
@@ -388,7 +396,8 @@ void llm_cuda_session_free(tl_session *s) {
     tlc_ctx *c = cs->cm->c;
     tlc_sync(c);
     cl_prof_print(cs);
-    tlc_graph_free(cs->graph);
+    tlc_graph_free(cs->graph[0]);
+    tlc_graph_free(cs->graph[1]);
     tlc_host_free(cs->h_io);
     tlc_arena_free(c, &cs->arena);
     tlc_dfree(c, cs->kv, cs->kv_bytes);
@@ -409,9 +418,28 @@ size_t llm_cuda_session_bytes(const tl_session *s) {
         if (st_) return st_;                                                                       \
     } while (0)
 
-/* an op, followed by a profiling mark when profiling */
+/* does op `name` contain one of the words of the comma-separated ablation
+ * list ("qkv", "attention", "wo", "gate", "down", "output", "argmax")? */
+static bool cl_skip(const char *list, const char *name) {
+    char word[32];
+    for (const char *p = list; p && *p;) {
+        const char *q = strchr(p, ',');
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        if (len > 0 && len < sizeof word) {
+            memcpy(word, p, len);
+            word[len] = 0;
+            if (strstr(name, word)) return true;
+        }
+        p = q ? q + 1 : NULL;
+    }
+    return false;
+}
+
+/* an op, followed by a profiling mark when profiling; skipped when the
+ * ablation list names it */
 #define CL_OP(name, x)                                                                             \
     do {                                                                                           \
+        if (cs->skip && cl_skip(cs->skip, name)) break;                                            \
         CL_TRY(x);                                                                                 \
         if (cs->prof && cs->prof_n < 1023) {                                                       \
             cs->prof_name[cs->prof_n] = name;                                                      \
@@ -601,7 +629,9 @@ static tl_status cl_head_last(tl_session *s, int32_t m) {
     return TL_OK;
 }
 
-/* one decode step through the captured graph (captured on first use) */
+/* one decode step through a captured graph (each captured on first use):
+ * the short-context one while the attention's cluster merge serves the
+ * context, then the long-context one */
 static tl_status cl_decode(tl_session *s, int32_t tok) {
     cl_session *cs = s->backend_ctx;
     cl_model *cm = cs->cm;
@@ -611,30 +641,36 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
         cs->h_io[1] = tok;
         CL_TRY(tlc_upload(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t)));
         CL_TRY(cl_prof_begin(cs));
-        CL_TRY(cl_layers(s, 1));
-        CL_TRY(cl_head_last(s, 1));
+        tlc_attn_use_cluster(c, (int64_t)s->n_past + 1 <= tlc_attn_cluster_len(c));
+        tl_status st = cl_layers(s, 1);
+        if (!st) st = cl_head_last(s, 1);
+        tlc_attn_use_cluster(c, true);
+        CL_TRY(st);
         return cl_prof_end(cs, 0);
     }
-    if (!cs->graph) {
+    const int gi = (int64_t)s->n_past + 1 <= tlc_attn_cluster_len(c) ? 0 : 1;
+    if (!cs->graph[gi]) {
         CL_TRY(tlc_sync(c));
+        tlc_attn_use_cluster(c, gi == 0);
         CL_TRY(tlc_graph_begin(c));
         tl_status st = tlc_upload_async(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t));
         if (!st) st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);
         tlc_graph *g = NULL;
         tl_status st2 = tlc_graph_end(c, &g);
+        tlc_attn_use_cluster(c, true);
         if (st) {
             tlc_graph_free(g);
             return st;
         }
         if (st2) return st2;
-        cs->graph = g;
+        cs->graph[gi] = g;
     }
     /* the previous step has finished (every eval ends synchronized), so the
      * pinned inputs can be rewritten */
     cs->h_io[0] = s->n_past;
     cs->h_io[1] = tok;
-    return tlc_graph_launch(c, cs->graph);
+    return tlc_graph_launch(c, cs->graph[gi]);
 }
 
 /* eval n tokens; afterwards the last token's logits are on the device and

@@ -36,6 +36,8 @@
  * opt-in variant that streams the weights through shared memory instead
  * (measured slower) is cuda_mvstream.cu.
  * Calls: CUDA. */
+#include <cooperative_groups.h>
+
 #include "backend/cuda/cuda_mv.cuh"
 
 #define MV_WARPS 4
@@ -95,7 +97,7 @@ __device__ __forceinline__ void mv_block_q8(const float *x, int64_t n, int8_t *q
  * the last one reads the group's 32 outputs back from L2 and writes its
  * q8_1 block, then zeroes the counter for the next launch. So the fast
  * layout (4 warps, 2 rows each) stays and no extra launch is needed. */
-template <int T, int R, int U, int W, bool IQ = false>
+template <int T, int R, int U, int W, bool IQ = false, int KS = 1>
 __global__ void __launch_bounds__(W * 32)
 matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xds, float *y, int mode,
          int64_t n_rows_out, const mv_fuse_d f, int *cnt) {
@@ -103,7 +105,11 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
     constexpr int K = R / 2; /* GLU outputs per warp */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     pdl_trigger();
-    const int64_t wid = (int64_t)blockIdx.x * W + warp;
+    /* KS > 1: a cluster of KS blocks shares the block's rows, rank r taking
+     * the r-th slice of every row's units (whole passes of 32 lanes) */
+    const int rank = KS > 1 ? (int)(blockIdx.x % KS) : 0;
+    const int64_t blk = blockIdx.x / KS;
+    const int64_t wid = blk * W + warp;
     const bool glu = mode == TLC_MV_GLU;
     int64_t rows[R];
 #pragma unroll
@@ -114,17 +120,28 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
         pdl_wait();
         return;
     }
-    const int64_t nu = live ? M::units(w.n_in) : 0;
+    const int64_t nu_all = live ? M::units(w.n_in) : 0;
+    const int64_t per = KS > 1 ? (nu_all + 32 * KS - 1) / (32 * KS) * 32 : nu_all;
+    /* F16 keeps the clamped (run-time) form even unsplit: it compiles to
+     * more registers and ran faster, measured 2026-11-30 (tg128, same
+     * binary otherwise): 8B F16 240.3 vs 228.4, 1B F16 1,115 vs 1,082; for
+     * the other types the constant form (Q4_K_M: the Q6_K head at 127
+     * instead of 156 registers, 492.6 vs 468.1). The mechanism was not
+     * established (no disassembler here); capping F16 blocks per SM with
+     * shared-memory padding instead measured slower (215.9, 970). */
+    constexpr bool RT = KS > 1 || T == TL_TYPE_F16;
+    const int64_t u0 = RT ? min(nu_all, rank * per) : 0;
+    const int64_t nu = RT ? min(nu_all, u0 + per) : nu_all; /* this rank's units [u0, nu) */
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.0f;
     float sc = 1.0f;
-    /* every warp passes once (base 0: the wait, and the block-wide input
+    /* every warp passes once (base u0: the wait, and the block-wide input
      * quantization, which needs all of them), live ones until nu */
-    for (int64_t base = 0; base == 0 || base < nu; base += 32 * U) {
+    for (int64_t base = u0; base == u0 || base < nu; base += 32 * U) {
         typename M::W v[U][R];
         mv_load<M, U, R>(v, w, rows, base, nu, lane);
-        if (base == 0) {
+        if (base == u0) {
             /* the first loads (weights only) are in flight; now wait for
              * the kernels that produce x (and y, when accumulating), and
              * fold the input's RMSNorm: W (x o g) * rsqrt(mean(x^2) + eps) */
@@ -153,6 +170,25 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
     }
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]) * sc;
+    if constexpr (KS > 1) {
+        /* rank 0 adds the other ranks' partial sums (fixed order) and goes
+         * on alone; the second barrier keeps their shared memory alive
+         * until it has read them */
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        __shared__ float kpart[W * R];
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++) kpart[warp * R + r] = acc[r];
+        cl.sync();
+        if (rank == 0)
+#pragma unroll
+            for (int k = 1; k < KS; k++)
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] += cl.map_shared_rank(kpart, k)[warp * R + r];
+        cl.sync();
+        if (rank != 0) return;
+    }
     if (lane == 0 && live) {
         if (glu) {
 #pragma unroll
@@ -189,14 +225,14 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
         }
         __syncthreads();
         if (warp != 0) return;
-        grp = blockIdx.x;
+        grp = blk;
         o = sv[lane];
     } else {
         /* is this block the last of its 32-output group? */
         __shared__ int last;
         if (lane == 0) __threadfence();
         __syncthreads();
-        grp = (int64_t)blockIdx.x * per_block / 32;
+        grp = blk * per_block / 32;
         if (threadIdx.x == 0) last = atomicAdd(&cnt[grp], 1) == 32 / per_block - 1;
         __syncthreads();
         if (!last || warp != 0) return;
@@ -226,11 +262,43 @@ static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf
          * measured 2026-11-30 (tg128, same call): 1B F16 927 -> 995, 1B Q4_0
          * 1772 -> 1825, 8B Q4_0 521 -> 540, Q4_K_M 473 -> 478, but Q8_0 369
          * -> 307; not with the in-block quantization (it spills there) */
-        if (!IQ && (c->mv_lean == 1 || (c->mv_lean < 0 && T != TL_TYPE_Q8_0)))
+        if (!IQ && (c->mv_lean == 1 || (c->mv_lean < 0 && T != TL_TYPE_Q8_0))) {
+            /* fewer groups than SMs (1B: 64 groups of 2048 rows): a cluster
+             * of 2 or 4 blocks per group, each a slice of the rows, so
+             * twice or four times the SMs stream the matrix */
+            int ks = 1;
+            while (ks < c->mv_ks && (int64_t)g.x * ks * 2 <= c->n_sm) ks *= 2;
+            if (ks == 4)
+                return tlc_launch_cl(c, dim3(4), matvec_k<T, 1, 4, 32, false, 4>, dim3(g.x * 4), dim3(1024), 0, *w, xf,
+                                     xq, xds, y, mode, n_out, f, c->mv_cnt);
+            if (ks == 2)
+                return tlc_launch_cl(c, dim3(2), matvec_k<T, 1, 4, 32, false, 2>, dim3(g.x * 2), dim3(1024), 0, *w, xf,
+                                     xq, xds, y, mode, n_out, f, c->mv_cnt);
             return tlc_launch(c, matvec_k<T, 1, 4, 32, IQ>, g, dim3(1024), sm, *w, xf, xq, xds, y, mode, n_out,
                               f, c->mv_cnt);
+        }
         return tlc_launch(c, matvec_k<T, 2, 4, 16, IQ>, g, dim3(512), sm, *w, xf, xq, xds, y, mode, n_out,
                           f, c->mv_cnt);
+    }
+    if (!IQ && mode != TLC_MV_ACCUM) {
+        /* units per lane per pass: fewer registers, more warps resident.
+         * Measured 2026-11-30 (tg128, same call, U 2 / U 4): GLU 8B Q4_0
+         * 551.3 / 546.7, 1B Q4_0 1,966 / 1,878, Q4_K_M 493.6 / 481.4, 1B F16
+         * 1,005.6 / 992.2, 8B F16 226.7 / 225.1, Q8_0 equal; store (QKV,
+         * head) only for Q4_0 and Q8_0 (8B Q4_0 QKV: 768 blocks, 5 per SM at
+         * U 4 = 1.16 waves, 7 at U 2): 560.4 / 546.7, Q8_0 382.7 / 369.7,
+         * 1B Q4_0 1,898 / 1,878, but 1B F16 976 / 992, Q4_K_M 479 / 481;
+         * Q4_1 (Q4_0's unit layout) follows Q4_0, not measured */
+        const bool glu = mode == TLC_MV_GLU;
+        int u = glu ? c->mv_glu_u : c->mv_store_u;
+        if (!u) u = glu || T == TL_TYPE_Q4_0 || T == TL_TYPE_Q4_1 || T == TL_TYPE_Q8_0 ? 2 : 4;
+        const int64_t warps = glu ? n_out : (n_out + 1) / 2;
+        const dim3 g(tlc_div_up(warps, MV_WARPS)), b(MV_WARPS * 32);
+        if (u == 1)
+            return tlc_launch(c, matvec_k<T, 2, 1, MV_WARPS>, g, b, 0, *w, xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
+        if (u == 2)
+            return tlc_launch(c, matvec_k<T, 2, 2, MV_WARPS>, g, b, 0, *w, xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
+        return tlc_launch(c, matvec_k<T, 2, 4, MV_WARPS>, g, b, 0, *w, xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
     }
     constexpr int R = 2, U = 4;
     const int64_t warps = mode == TLC_MV_GLU ? n_out : (n_out + R - 1) / R;
