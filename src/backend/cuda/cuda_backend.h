@@ -219,13 +219,6 @@ tl_status tlc_kv_store(tlc_ctx *c, const float *k, const float *v, int64_t n_tok
                        int64_t n_ctx, const int32_t *d_pos);
 /* Scratch floats the decode attention needs (split-K partials). */
 size_t tlc_attn_decode_scratch(int n_head, int head_dim);
-/* One query token at position *d_pos attending to [0, *d_pos] (split-K
- * flash decoding + combine). q, out: [n_head][head_dim] f32; out_q (may be
- * NULL) also receives out as q8_1 (tlc_q8_bytes(n_head*head_dim)).
- * Under programmatic dependent launch it reads *d_pos and the cache below
- * *d_pos before waiting for the kernel before it: no kernel still in flight
- * may write those (the decode graph writes d_pos with the copy that starts
- * the step and only position *d_pos of the cache). */
 /* The longest context (*d_pos + 1) whose decode attention merges its splits
  * inside a thread-block cluster (0: that path is off), and whether the
  * launches that follow may use it (on by default; a graph for longer
@@ -233,6 +226,13 @@ size_t tlc_attn_decode_scratch(int n_head, int head_dim);
  * split path down). */
 int64_t tlc_attn_cluster_len(const tlc_ctx *c);
 void tlc_attn_use_cluster(tlc_ctx *c, bool on);
+/* One query token at position *d_pos attending to [0, *d_pos] (split-K
+ * flash decoding + combine). q, out: [n_head][head_dim] f32; out_q (may be
+ * NULL) also receives out as q8_1 (tlc_q8_bytes(n_head*head_dim)).
+ * Under programmatic dependent launch it reads *d_pos and the cache below
+ * *d_pos before waiting for the kernel before it: no kernel still in flight
+ * may write those (the decode graph writes d_pos with the copy that starts
+ * the step and only position *d_pos of the cache). */
 tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc,
                           tl_type kv_type, int n_head, int n_kv_head, int head_dim, int64_t n_ctx,
                           const int32_t *d_pos, float scale, float *scratch, float *out, void *out_q);

@@ -17,8 +17,9 @@
  * (position, token) from pinned host memory, so a token costs one graph
  * launch (two graphs: short contexts, whose attention merges inside a
  * cluster up to tlc_attn_cluster_len, and longer ones); greedy argmax runs
- * in the graph and only the id (or, when asked, the logits) comes back. Prompts (m > 1) run eagerly through cuBLAS
- * GEMMs (quantized weights dequantized to f16 per matrix into scratch).
+ * in the graph and only the id (or, when asked, the logits) comes back.
+ * Prompts (m > 1) run eagerly through cuBLAS GEMMs (quantized weights
+ * dequantized to f16 per matrix into scratch).
  * KV cache: f16 [layer][k|v][n_kv_head][n_ctx][head_dim].
  * Owns: cl_model (model->backend_ctx), cl_session (session->backend_ctx).
  * Calls: backend/cuda, llm/session.h, base. */
@@ -651,8 +652,8 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
     const int gi = (int64_t)s->n_past + 1 <= tlc_attn_cluster_len(c) ? 0 : 1;
     if (!cs->graph[gi]) {
         CL_TRY(tlc_sync(c));
-        tlc_attn_use_cluster(c, gi == 0);
         CL_TRY(tlc_graph_begin(c));
+        tlc_attn_use_cluster(c, gi == 0); /* the attention launches captured now */
         tl_status st = tlc_upload_async(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t));
         if (!st) st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);
