@@ -34,6 +34,8 @@ if [ "${PARITY:-1}" = 1 ]; then
   for t in f32 f16 bf16 q8_0 q4_0 q4_1 q4_k_m; do
     f=$(synth tiny $t) && "$B/test_cuda_e2e" "$f" 20 32 $(oracle "$f") || fails=$((fails + 1))
   done
+  # decode across the switch between the short- and long-context graphs (128 positions)
+  f=$(synth tiny q4_0) && "$B/test_cuda_e2e" "$f" 100 64 $(oracle "$f") || fails=$((fails + 1))
   for spec in "llama3.2-1b f16" "llama3.2-1b q4_0" "qwen3-0.6b q8_0"; do
     set -- $spec
     f=$(synth "$1" "$2") && "$B/test_cuda_e2e" "$f" 24 32 $(oracle "$f") || fails=$((fails + 1))

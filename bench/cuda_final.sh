@@ -113,7 +113,9 @@ tune)
   # first model (TUNE_PROF=0 skips; first batch/step not counted), then
   # tg128 of each model in TUNE_MODELS (shape:type) under each build and
   # each configuration of TUNE_CFGS ("+"-separated VAR=VALUE, "-" for the
-  # defaults), e.g. TALLOW_CUDA_ATT_WARPS=4+TALLOW_CUDA_EPI=2,2
+  # defaults), e.g. TALLOW_CUDA_ATT_WARPS=4+TALLOW_CUDA_EPI=2,2; the ablation
+  # TALLOW_CUDA_SKIP=attention (or wo, qkv, gate, down, output,argmax) gives
+  # what each decode op costs in place
   if [ "${TUNE_KERNELS:-1}" = 1 ]; then
     for b in ${TUNE_BUILDS:-$B}; do
       "$b/test_cuda_kernels" --bench > "$LOG/kernels-${b//\//_}.log" 2>&1
