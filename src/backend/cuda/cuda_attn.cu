@@ -33,7 +33,6 @@
 
 #define ATT_SPLITS 32
 #define ATT_WARPS 4 /* prefill walk; decode: c->att_warps (8 or 4) */
-#define ATT_MIN_CHUNK 16
 #define ATT_CS 8 /* blocks per cluster: the splits of one KV head at short context */
 enum { ATT_MODE_CLUSTER = 1, ATT_MODE_EARLY = 2 };
 
@@ -112,15 +111,6 @@ __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT
         att_load<D, KT>(k, v, kh, vh, p, step, p1, lane);
         att_consume<D, GMAX>(st, G, k, v, p, step, p1);
     }
-}
-
-/* q8_1 of one group of 32 outputs by one warp (r: this lane's value) */
-__device__ __forceinline__ void att_q8_group(float r, int64_t i, int8_t *out_q, int64_t n_total, int lane) {
-    const float dq = warp_max(fabsf(r)) / 127.0f;
-    const int qi = dq > 0.0f ? __float2int_rn(r / dq) : 0;
-    out_q[i] = (int8_t)qi;
-    const float sq = warp_sum((float)qi);
-    if (lane == 0) ((float2 *)(out_q + n_total))[i / 32] = make_float2(dq, dq * sq);
 }
 
 /* mode: ATT_MODE_CLUSTER (contexts of at most ATT_CS splits merge inside
@@ -242,20 +232,24 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
             const int64_t i = (int64_t)b * 32 + lane;
             const bool ok = i < G * D;
             const int g = ok ? (int)(i / D) : 0;
-            float mx = -INFINITY;
+            float mr[ATT_CS], lr[ATT_CS], mx = -INFINITY;
 #pragma unroll
-            for (int r = 0; r < ATT_CS; r++) mx = fmaxf(mx, cl.map_shared_rank(&cml[0][0], r)[g * 2]);
+            for (int r = 0; r < ATT_CS; r++) {
+                const float *ml = cl.map_shared_rank(&cml[g][0], r); /* rank r's (m, l) */
+                mr[r] = ml[0];
+                lr[r] = ml[1];
+                mx = fmaxf(mx, mr[r]);
+            }
             float l = 0, a = 0;
 #pragma unroll
             for (int r = 0; r < ATT_CS; r++) {
-                const float mr = cl.map_shared_rank(&cml[0][0], r)[g * 2];
-                const float f = mr == -INFINITY ? 0.0f : __expf(mr - mx);
-                l += cl.map_shared_rank(&cml[0][0], r)[g * 2 + 1] * f;
+                const float f = mr[r] == -INFINITY ? 0.0f : __expf(mr[r] - mx);
+                l += lr[r] * f;
                 if (ok) a += cl.map_shared_rank(res, r)[i] * f;
             }
             const float o = a / l;
             if (ok) out[(int64_t)kvh * G * D + i] = o;
-            if (out_q) att_q8_group(o, (int64_t)kvh * G * D + i, out_q, n_total, lane);
+            if (out_q) warp_q8_1(o, out_q, (float2 *)(out_q + n_total), (int64_t)kvh * G * D + i, lane);
         }
         cl.sync(); /* no block leaves while another reads its shared memory */
         return;
@@ -305,7 +299,8 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     /* q8_1 of the G*D outputs (G*D % 32 == 0: checked by the caller) */
     __syncthreads();
     for (int b = w; b < G * D / 32; b += NW)
-        att_q8_group(res[b * 32 + lane], (int64_t)kvh * G * D + b * 32 + lane, out_q, n_total, lane);
+        warp_q8_1(res[b * 32 + lane], out_q, (float2 *)(out_q + n_total), (int64_t)kvh * G * D + b * 32 + lane,
+                  lane);
 }
 
 int64_t tlc_attn_cluster_len(const tlc_ctx *c) {

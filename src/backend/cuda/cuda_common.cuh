@@ -85,6 +85,17 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+/* q8_1 of 32 consecutive values, one per lane (v is element i, the group
+ * starting at a multiple of 32): the int8 into q[i] and, by lane 0,
+ * (d, d * sum of the int8s) into ds[i / 32] */
+__device__ __forceinline__ void warp_q8_1(float v, int8_t *q, float2 *ds, int64_t i, int lane) {
+    const float d = warp_max(fabsf(v)) / 127.0f;
+    const int qi = d > 0.0f ? __float2int_rn(v / d) : 0;
+    q[i] = (int8_t)qi;
+    const float sq = warp_sum((float)qi);
+    if (lane == 0) ds[i / 32] = make_float2(d, d * sq);
+}
+
 /* a launch with programmatic dependent launch (when on) and, when cl has
  * more than one block, thread-block clusters of shape cl */
 template <typename... KArgs, typename... Args>

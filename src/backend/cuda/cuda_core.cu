@@ -10,6 +10,13 @@
 
 #include "backend/cuda/cuda_common.cuh"
 
+/* a tuning variable that must be 1, 2, ... up to max (a power of two), else def */
+static int env_pow2(const char *name, int max, int def) {
+    const char *v = getenv(name);
+    const int n = v ? atoi(v) : 0;
+    return n >= 1 && n <= max && !(n & (n - 1)) ? n : def;
+}
+
 tl_status tlc_init(int device, tlc_ctx **out) {
     *out = NULL;
     int n = 0;
@@ -44,11 +51,9 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     c->mv_stream = ms && ms[0] == '1'; /* opt-in: measured slower (cuda_mvstream.cu) */
     const char *iq = getenv("TALLOW_CUDA_INQ");
     c->inq = iq && iq[0] >= '0' && iq[0] <= '2' ? iq[0] - '0' : 2;
-    const char *su = getenv("TALLOW_CUDA_MV_STORE_U"), *gu = getenv("TALLOW_CUDA_MV_GLU_U"),
-               *ks = getenv("TALLOW_CUDA_MV_KS");
-    c->mv_store_u = su && (atoi(su) == 1 || atoi(su) == 2 || atoi(su) == 4) ? atoi(su) : 0;
-    c->mv_glu_u = gu && (atoi(gu) == 1 || atoi(gu) == 2 || atoi(gu) == 4) ? atoi(gu) : 0;
-    c->mv_ks = ks && (atoi(ks) == 1 || atoi(ks) == 2) ? atoi(ks) : 4;
+    c->mv_store_u = env_pow2("TALLOW_CUDA_MV_STORE_U", 4, 0);
+    c->mv_glu_u = env_pow2("TALLOW_CUDA_MV_GLU_U", 4, 0);
+    c->mv_ks = env_pow2("TALLOW_CUDA_MV_KS", 4, 4);
     const char *nf = getenv("TALLOW_CUDA_NO_FLASH");
     c->flash = !(nf && nf[0] == '1');
     const char *epi = getenv("TALLOW_CUDA_EPI"); /* "G,A": variants for GLU and accumulate */

@@ -637,23 +637,24 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
     cl_session *cs = s->backend_ctx;
     cl_model *cm = cs->cm;
     tlc_ctx *c = cm->c;
+    const bool short_ctx = (int64_t)s->n_past + 1 <= tlc_attn_cluster_len(c);
     if (cs->prof) {
         cs->h_io[0] = s->n_past;
         cs->h_io[1] = tok;
         CL_TRY(tlc_upload(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t)));
         CL_TRY(cl_prof_begin(cs));
-        tlc_attn_use_cluster(c, (int64_t)s->n_past + 1 <= tlc_attn_cluster_len(c));
+        tlc_attn_use_cluster(c, short_ctx);
         tl_status st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);
         tlc_attn_use_cluster(c, true);
         CL_TRY(st);
         return cl_prof_end(cs, 0);
     }
-    const int gi = (int64_t)s->n_past + 1 <= tlc_attn_cluster_len(c) ? 0 : 1;
+    const int gi = short_ctx ? 0 : 1;
     if (!cs->graph[gi]) {
         CL_TRY(tlc_sync(c));
         CL_TRY(tlc_graph_begin(c));
-        tlc_attn_use_cluster(c, gi == 0); /* the attention launches captured now */
+        tlc_attn_use_cluster(c, short_ctx); /* the attention launches captured now */
         tl_status st = tlc_upload_async(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t));
         if (!st) st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);

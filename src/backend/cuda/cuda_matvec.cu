@@ -268,14 +268,10 @@ static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf
              * twice or four times the SMs stream the matrix */
             int ks = 1;
             while (ks < c->mv_ks && (int64_t)g.x * ks * 2 <= c->n_sm) ks *= 2;
-            if (ks == 4)
-                return tlc_launch_cl(c, dim3(4), matvec_k<T, 1, 4, 32, false, 4>, dim3(g.x * 4), dim3(1024), 0, *w, xf,
-                                     xq, xds, y, mode, n_out, f, c->mv_cnt);
-            if (ks == 2)
-                return tlc_launch_cl(c, dim3(2), matvec_k<T, 1, 4, 32, false, 2>, dim3(g.x * 2), dim3(1024), 0, *w, xf,
-                                     xq, xds, y, mode, n_out, f, c->mv_cnt);
-            return tlc_launch(c, matvec_k<T, 1, 4, 32, IQ>, g, dim3(1024), sm, *w, xf, xq, xds, y, mode, n_out,
-                              f, c->mv_cnt);
+            auto k = ks == 4 ? matvec_k<T, 1, 4, 32, false, 4> : ks == 2 ? matvec_k<T, 1, 4, 32, false, 2>
+                                                                         : matvec_k<T, 1, 4, 32, false, 1>;
+            return tlc_launch_cl(c, dim3(ks), k, dim3(g.x * ks), dim3(1024), 0, *w, xf, xq, xds, y, mode, n_out, f,
+                                 c->mv_cnt);
         }
         return tlc_launch(c, matvec_k<T, 2, 4, 16, IQ>, g, dim3(512), sm, *w, xf, xq, xds, y, mode, n_out,
                           f, c->mv_cnt);
@@ -293,12 +289,9 @@ static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf
         int u = glu ? c->mv_glu_u : c->mv_store_u;
         if (!u) u = glu || T == TL_TYPE_Q4_0 || T == TL_TYPE_Q4_1 || T == TL_TYPE_Q8_0 ? 2 : 4;
         const int64_t warps = glu ? n_out : (n_out + 1) / 2;
-        const dim3 g(tlc_div_up(warps, MV_WARPS)), b(MV_WARPS * 32);
-        if (u == 1)
-            return tlc_launch(c, matvec_k<T, 2, 1, MV_WARPS>, g, b, 0, *w, xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
-        if (u == 2)
-            return tlc_launch(c, matvec_k<T, 2, 2, MV_WARPS>, g, b, 0, *w, xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
-        return tlc_launch(c, matvec_k<T, 2, 4, MV_WARPS>, g, b, 0, *w, xf, xq, xds, y, mode, n_out, f, c->mv_cnt);
+        auto k = u == 1 ? matvec_k<T, 2, 1, MV_WARPS> : u == 2 ? matvec_k<T, 2, 2, MV_WARPS> : matvec_k<T, 2, 4, MV_WARPS>;
+        return tlc_launch(c, k, dim3(tlc_div_up(warps, MV_WARPS)), dim3(MV_WARPS * 32), 0, *w, xf, xq, xds, y, mode,
+                          n_out, f, c->mv_cnt);
     }
     constexpr int R = 2, U = 4;
     const int64_t warps = mode == TLC_MV_GLU ? n_out : (n_out + R - 1) / R;

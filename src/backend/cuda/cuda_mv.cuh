@@ -269,15 +269,9 @@ __device__ __forceinline__ void mv_q8_group(const mv_fuse_d &f, int64_t grp, flo
     const int64_t i = grp * 32 + lane;
     const float xv = f.out_norm ? o * f.out_norm[i] : o;
     if (f.out_f) f.out_f[i] = xv;
-    const float d = warp_max(fabsf(xv)) / 127.0f;
-    const int qi = d > 0.0f ? __float2int_rn(xv / d) : 0;
-    f.out_q[i] = (int8_t)qi;
-    const float sq = warp_sum((float)qi);
+    warp_q8_1(xv, f.out_q, (float2 *)(f.out_q + n_rows_out), i, lane);
     const float ss = warp_sum(o * o);
-    if (lane == 0) {
-        ((float2 *)(f.out_q + n_rows_out))[grp] = make_float2(d, d * sq);
-        if (f.out_ss) f.out_ss[grp] = ss;
-    }
+    if (lane == 0 && f.out_ss) f.out_ss[grp] = ss;
 }
 
 /* f(std::integral_constant<int, T>{}) for the weight type t, one of the
