@@ -598,9 +598,12 @@ static void test_elem(tlc_ctx *c) {
     }
 }
 
-static void test_attention(tlc_ctx *c, int hd, int nh, int nkv, int n_ctx, int pos, bool f16, int n_tok) {
+static void test_attention(tlc_ctx *c, int hd, int nh, int nkv, int n_ctx, int pos, bool f16, int n_tok,
+                           int64_t plan = 0) {
     /* fill cache positions [0, pos + n_tok) through kv_store in two batches,
-     * then attend with n_tok queries at pos.. (prefill) or one (decode) */
+     * then attend with n_tok queries at pos.. (prefill) or one (decode,
+     * under tlc_attn_plan(plan): the launch shape the plan picks must give
+     * the same result at any length, even one past the plan) */
     int G = nh / nkv;
     size_t cache = (size_t)nkv * n_ctx * hd;
     tl_type kt = f16 ? TL_TYPE_F16 : TL_TYPE_F32;
@@ -623,10 +626,12 @@ static void test_attention(tlc_ctx *c, int hd, int nh, int nkv, int n_ctx, int p
     float scale = 1.0f / sqrtf((float)hd);
     dout.poison();
     dbuf dq8(c, tlc_q8_bytes((int64_t)nh * hd), "out q8");
-    if (n_tok == 1)
+    if (n_tok == 1) {
+        tlc_attn_plan(c, plan);
         OK(tlc_attn_decode(c, dq.f(), dk.p, dv.p, kt, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale,
                            scr.f(), dout.f(), dq8.p));
-    else
+        tlc_attn_plan(c, 0);
+    } else
         OK(tlc_attn_prefill(c, dq.f(), 0, dk.p, dv.p, kt, nh, nkv, hd, n_ctx, n_tok, (const int32_t *)dp.p,
                             scale, dout.f()));
     std::vector<float> o = down(c, dout, Q.size());
@@ -667,10 +672,11 @@ static void test_attention(tlc_ctx *c, int hd, int nh, int nkv, int n_ctx, int p
      * (10-bit mantissa: ~5e-4 relative each); the f32 walks stay at 1e-4 */
     const bool flash = n_tok > 1 && tlc_flash_prefill_supported(c, kt, hd);
     const double tol = flash ? 2e-3 : 1e-4;
-    CHECK(e < tol, "attention hd=%d heads=%d/%d pos=%d f16=%d n_tok=%d: %.3g (tol %.0e), %zu non-finite", hd, nh,
-          nkv, pos, f16, n_tok, e, tol, nn);
-    printf("  attn   %s hd=%d heads %d/%d pos %d n_tok %d %s%s: rel err %.2e\n", n_tok == 1 ? "decode " : "prefill",
-           hd, nh, nkv, pos, n_tok, f16 ? "f16" : "f32", flash ? " (tensor cores)" : "", e);
+    CHECK(e < tol, "attention hd=%d heads=%d/%d pos=%d f16=%d n_tok=%d plan %lld: %.3g (tol %.0e), %zu non-finite",
+          hd, nh, nkv, pos, f16, n_tok, (long long)plan, e, tol, nn);
+    printf("  attn   %s hd=%d heads %d/%d pos %d n_tok %d %s%s plan %lld: rel err %.2e\n",
+           n_tok == 1 ? "decode " : "prefill", hd, nh, nkv, pos, n_tok, f16 ? "f16" : "f32",
+           flash ? " (tensor cores)" : "", (long long)plan, e);
 }
 
 static void test_rope_kv(tlc_ctx *c, bool neox) {
@@ -768,6 +774,89 @@ static void test_qkv_rope(tlc_ctx *c, tl_type t, int64_t n_in) {
           tl_type_name(t), dmax, bad);
     printf("  qkv+rope epilogue %-5s n_in %5lld: max diff %.2e, %d cache diffs\n", tl_type_name(t), (long long)n_in, dmax,
            bad);
+}
+
+/* The stacked matvec (tlc_matvec2_fused: Q|K in Q4_K over V in Q6_K, one
+ * launch) against float64 over the dequantized weights and the q8_1 input,
+ * and bit for bit against the two weights' own matvecs (the same per-row
+ * arithmetic); with the RoPE+KV epilogue, against those matvecs followed
+ * by tlc_rope_kv. */
+static void test_matvec2(tlc_ctx *c, int64_t n_in) {
+    const tl_type t1 = TL_TYPE_Q4_K, t2 = TL_TYPE_Q6_K;
+    const int nh = 8, nkv = 2, hd = 64, n_ctx = 64;
+    const int32_t pos = 41;
+    const int64_t n1 = (int64_t)(nh + nkv) * hd, n2 = (int64_t)nkv * hd, n = n1 + n2;
+    std::vector<uint8_t> r1 = random_weight(t1, n_in, n1), r2 = random_weight(t2, n_in, n2);
+    std::vector<float> W1, W2;
+    if (!cpu_dequant(t1, r1, n_in, n1, W1) || !cpu_dequant(t2, r2, n_in, n2, W2)) {
+        printf("  skip stacked matvec: CPU dequantizer missing (%s)\n", tl_last_error());
+        n_skip++;
+        return;
+    }
+    dbuf dw1(c, tlc_weight_bytes(t1, n_in, n1), "w1"), dw2(c, tlc_weight_bytes(t2, n_in, n2), "w2"),
+        stg(c, std::max(r1.size(), r2.size()), "staging");
+    tlc_weight w1, w2;
+    OK(tlc_weight_upload(c, &w1, t1, n_in, n1, r1.data(), dw1.p, stg.p));
+    OK(tlc_weight_upload(c, &w2, t2, n_in, n2, r2.data(), dw2.p, stg.p));
+    if (!tlc_matvec2_ok(c, &w1, &w2)) {
+        printf("  skip stacked matvec: off (TALLOW_CUDA_MV2=0)\n");
+        n_skip++;
+        return;
+    }
+    std::vector<float> x(n_in), xq, ff(hd / 2);
+    for (auto &v : x) v = rnd_normal();
+    for (auto &v : ff) v = 1.0f + 3.0f * rnd_unif();
+    cpu_q8_1(x.data(), n_in, xq);
+    std::vector<double> ref(n);
+    for (int64_t r = 0; r < n; r++) {
+        const float *wr = r < n1 ? &W1[r * n_in] : &W2[(r - n1) * n_in];
+        double sq = 0;
+        for (int64_t i = 0; i < n_in; i++) sq += (double)wr[i] * xq[i];
+        ref[r] = sq;
+    }
+    size_t cache = (size_t)nkv * n_ctx * hd * 2;
+    dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), a(c, n * 4, "a"), b(c, n * 4, "b"),
+        dp(c, 4, "pos"), dff(c, ff.size() * 4, "ff"), k1(c, cache, "k1"), v1(c, cache, "v1"), k2(c, cache, "k2"),
+        v2(c, cache, "v2");
+    up(c, dx, x.data(), n_in * 4);
+    up(c, dp, &pos, 4);
+    up(c, dff, ff.data(), ff.size() * 4);
+    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+    /* plain: against float64, and against the separate matvecs */
+    a.poison();
+    b.poison();
+    OK(tlc_matvec(c, &w1, dx.f(), dq.p, a.f(), TLC_MV_STORE));
+    OK(tlc_matvec(c, &w2, dx.f(), dq.p, a.f() + n1, TLC_MV_STORE));
+    OK(tlc_matvec2_fused(c, &w1, &w2, dx.f(), dq.p, b.f(), NULL));
+    std::vector<float> ya = down(c, a, n), yb = down(c, b, n);
+    size_t nn;
+    const double e = rel_err(yb.data(), ref.data(), n, &nn);
+    CHECK(e < 2e-5, "stacked matvec q4_k|q6_k n_in %lld: rel err %.3g, %zu non-finite", (long long)n_in, e, nn);
+    CHECK(memcmp(ya.data(), yb.data(), n * 4) == 0, "stacked matvec n_in %lld: not the separate matvecs' bytes",
+          (long long)n_in);
+    /* the RoPE+KV epilogue over the stacked rows */
+    for (dbuf *d : {&k1, &v1, &k2, &v2}) OK(tlc_memset(c, d->p, 0, cache));
+    tlc_rope_params p = {hd, false, 500000.0f, 1.0f, dff.f()};
+    OK(tlc_rope_kv(c, a.f(), nh, nkv, hd, k1.p, v1.p, n_ctx, (const int32_t *)dp.p, &p));
+    tlc_rope_kv_args ra = {p, nh, nkv, hd, k2.p, v2.p, n_ctx, (const int32_t *)dp.p};
+    tlc_mv_fuse fz = {};
+    fz.rope = &ra;
+    b.poison();
+    OK(tlc_matvec2_fused(c, &w1, &w2, dx.f(), dq.p, b.f(), &fz));
+    ya = down(c, a, n);
+    yb = down(c, b, n);
+    std::vector<uint8_t> c1(cache), c2(cache), c3(cache), c4(cache);
+    OK(tlc_download(c, c1.data(), k1.p, cache));
+    OK(tlc_download(c, c2.data(), k2.p, cache));
+    OK(tlc_download(c, c3.data(), v1.p, cache));
+    OK(tlc_download(c, c4.data(), v2.p, cache));
+    double dmax = 0;
+    for (int64_t i = 0; i < n; i++) dmax = std::max(dmax, (double)fabsf(ya[i] - yb[i]));
+    const bool same_cache = c1 == c2 && c3 == c4;
+    CHECK(dmax < 1e-5 && same_cache, "stacked qkv+rope n_in %lld: q/k/v differ by %.3g, caches %s",
+          (long long)n_in, dmax, same_cache ? "equal" : "differ");
+    printf("  stacked matvec q4_k|q6_k n_in %5lld: rel err %.2e; +rope max diff %.2e, caches %s\n", (long long)n_in, e,
+           dmax, same_cache ? "equal" : "differ");
 }
 
 /* The streamed matvec (cuda_mvstream.cu) must give the register kernel's
@@ -1284,6 +1373,18 @@ int main(int argc, char **argv) {
     test_attention(c, 128, 32, 8, 4096, 37, true, 1);
     test_attention(c, 128, 32, 8, 4096, 3000, true, 1);  /* many splits */
     test_attention(c, 64, 32, 8, 4096, 700, false, 1);
+    /* decode under each plan: short (the cluster's splits only), long (no
+     * cluster), and a short plan that a longer context oversteps */
+    {
+        const int64_t cl = tlc_attn_cluster_len(c);
+        for (int pos : {0, 9, 77, 127}) {
+            test_attention(c, 128, 32, 8, 1024, pos, true, 1, cl);
+            test_attention(c, 64, 32, 8, 1024, pos, true, 1, cl);
+            test_attention(c, 128, 32, 8, 1024, pos, true, 1, 1024);
+        }
+        test_attention(c, 128, 32, 8, 4096, 3000, true, 1, cl);
+        test_attention(c, 64, 16, 8, 1024, 500, true, 1, cl);
+    }
     test_attention(c, 128, 16, 8, 1024, 100, true, 1);   /* qwen3-0.6b grouping */
     test_attention(c, 128, 32, 8, 1024, 0, true, 65);    /* prefill from 0 */
     test_attention(c, 64, 32, 8, 1024, 200, true, 19);   /* prefill continuing a cache */
@@ -1297,6 +1398,7 @@ int main(int argc, char **argv) {
     test_rope_kv(c, true);
     for (tl_type t : {TL_TYPE_F16, TL_TYPE_Q4_0, TL_TYPE_Q8_0, TL_TYPE_Q4_K})
         for (int64_t n_in : {512, 4096}) test_qkv_rope(c, t, n_in);
+    for (int64_t n_in : {512, 4096}) test_matvec2(c, n_in);
     printf("streamed matvec (shared-memory stages) against the register kernel:\n");
     for (tl_type t : all_types) {
         test_stream_identical(c, t, 4096, 6144, TLC_MV_STORE, 128);  /* 8B QKV + RoPE + KV */

@@ -136,7 +136,8 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
      * it by earlier steps: no kernel in flight writes either, so both may
      * be read before the wait (the current position's K/V may not) */
     const int64_t kv_len = (int64_t)__ldcg(d_pos) + 1;
-    int64_t chunk = (kv_len + ATT_SPLITS - 1) / ATT_SPLITS;
+    const int64_t n_grid = gridDim.y; /* ATT_SPLITS, or ATT_CS for short contexts */
+    int64_t chunk = (kv_len + n_grid - 1) / n_grid;
     if (chunk < min_chunk) chunk = min_chunk;
     int n_split = (int)((kv_len + chunk - 1) / chunk); /* the same in every block */
     const bool clus = (mode & ATT_MODE_CLUSTER) && n_split <= ATT_CS;
@@ -307,7 +308,7 @@ int64_t tlc_attn_cluster_len(const tlc_ctx *c) {
     return c->att_mode & ATT_MODE_CLUSTER ? (int64_t)ATT_CS * c->att_chunk : 0;
 }
 
-void tlc_attn_use_cluster(tlc_ctx *c, bool on) { c->att_no_cluster = !on; }
+void tlc_attn_plan(tlc_ctx *c, int64_t max_len) { c->att_max_len = max_len > 0 ? max_len : 0; }
 
 size_t tlc_attn_decode_scratch(int n_head, int head_dim) {
     return (size_t)n_head * ATT_SPLITS * (head_dim + 2);
@@ -317,16 +318,18 @@ template <int D, int GMAX, typename KT>
 static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc, const void *vc, int n_head,
                                       int n_kv_head, int64_t n_ctx, const int32_t *d_pos, float scale,
                                       float *scratch, float *out, void *out_q) {
-    dim3 grid(n_kv_head, ATT_SPLITS);
     const int G = n_head / n_kv_head;
     /* a q8_1 block must not straddle KV-head groups; otherwise the caller quantizes */
     int8_t *oq = (G * D) % 32 == 0 ? (int8_t *)out_q : (int8_t *)NULL;
     /* the two block sizes are two instances of one kernel signature */
     const bool w8 = c->att_warps == 8;
     auto k = w8 ? attn_decode_k<D, GMAX, KT, 8> : attn_decode_k<D, GMAX, KT, ATT_WARPS>;
-    /* clusters only where the cluster merge may run */
-    const int mode = c->att_no_cluster ? c->att_mode & ~ATT_MODE_CLUSTER : c->att_mode;
+    /* clusters only where the cluster merge may run; only the cluster's
+     * splits where it serves every context of the plan (tlc_attn_plan) */
+    const int64_t len = c->att_max_len, cl_len = tlc_attn_cluster_len(c);
+    const int mode = len > cl_len ? c->att_mode & ~ATT_MODE_CLUSTER : c->att_mode;
     const dim3 cl(1, mode & ATT_MODE_CLUSTER ? ATT_CS : 1);
+    const dim3 grid(n_kv_head, c->att_trim && len > 0 && len <= cl_len ? ATT_CS : ATT_SPLITS);
     return tlc_launch_cl(c, cl, k, grid, dim3((w8 ? 8 : ATT_WARPS) * 32), 0, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
                       d_pos, scale, scratch, out, oq, (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV,
                       c->att_chunk, mode);

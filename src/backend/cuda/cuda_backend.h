@@ -176,6 +176,14 @@ bool tlc_mv_in_q8_use(const tlc_ctx *c, const tlc_weight *w);
 bool tlc_weight_is_float(const tlc_weight *w);
 tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y,
                            int mode, const tlc_mv_fuse *f);
+/* y = [w1 x; w2 x] (store mode) in one launch, for weights of two types with
+ * the same n_in: a QKV whose V has another type than Q|K. f may fold the
+ * input's RMSNorm and carry the RoPE+KV epilogue (rows numbered over the
+ * stacked output; w1 whole heads); no q8_1 epilogue. tlc_matvec2_ok: whether
+ * this build has the pair (Q4_K over Q6_K) and it is enabled. */
+bool tlc_matvec2_ok(const tlc_ctx *c, const tlc_weight *w1, const tlc_weight *w2);
+tl_status tlc_matvec2_fused(tlc_ctx *c, const tlc_weight *w1, const tlc_weight *w2, const float *xf, const void *xq,
+                            float *y, const tlc_mv_fuse *f);
 /* How the q8_1 epilogue runs (GLU mode / accumulate-store modes): a separate
  * quantize launch, the last block of each 32-output group, or blocks of
  * exactly 32 outputs. Set at init from TALLOW_CUDA_EPI=glu,acc (digits);
@@ -220,12 +228,15 @@ tl_status tlc_kv_store(tlc_ctx *c, const float *k, const float *v, int64_t n_tok
 /* Scratch floats the decode attention needs (split-K partials). */
 size_t tlc_attn_decode_scratch(int n_head, int head_dim);
 /* The longest context (*d_pos + 1) whose decode attention merges its splits
- * inside a thread-block cluster (0: that path is off), and whether the
- * launches that follow may use it (on by default; a graph for longer
- * contexts is captured with it off, since the cluster launch slows the
- * split path down). */
+ * inside a thread-block cluster (0: that path is off); and the longest
+ * context the decode attention launches that follow will see (max_len; 0,
+ * the default: not known). Up to tlc_attn_cluster_len they launch just the
+ * cluster's blocks (the other splits' blocks would only hold SMs that the
+ * next matvec's blocks could load on); past it without clusters (the
+ * cluster launch slows the split path down); not known: clusters, and all
+ * splits. Any length stays correct under any plan, only slower. */
 int64_t tlc_attn_cluster_len(const tlc_ctx *c);
-void tlc_attn_use_cluster(tlc_ctx *c, bool on);
+void tlc_attn_plan(tlc_ctx *c, int64_t max_len);
 /* One query token at position *d_pos attending to [0, *d_pos] (split-K
  * flash decoding + combine). q, out: [n_head][head_dim] f32; out_q (may be
  * NULL) also receives out as q8_1 (tlc_q8_bytes(n_head*head_dim)).

@@ -27,7 +27,9 @@ struct tlc_ctx {
     int att_warps;        /* decode attention: warps per block (4 or 8) */
     int att_mode;         /* decode attention: 1 cluster merge at short context, 2 early K/V
                            * loads, 3 both (TALLOW_CUDA_ATT_MODE; cuda_attn.cu) */
-    bool att_no_cluster;  /* launches now: without the cluster (tlc_attn_use_cluster) */
+    bool att_trim;        /* short plan: launch only the cluster's splits (TALLOW_CUDA_ATT_TRIM=0: all) */
+    int64_t att_max_len;  /* longest context of the decode attention launches now (0: not
+                           * known; tlc_attn_plan) */
     bool flash;           /* prompt attention on the tensor cores (TALLOW_CUDA_NO_FLASH=1: off) */
     int mv_lean;          /* q8_1-epilogue accumulate matvecs (Wo, down) in blocks of 32 warps x
                            * 1 row: -1 for the types measured faster, TALLOW_CUDA_MV_LEAN=0/1
@@ -43,6 +45,8 @@ struct tlc_ctx {
     int mv_glu_u;         /* the same for the plain GLU matvec (TALLOW_CUDA_MV_GLU_U) */
     int mv_ks;            /* most blocks that split one 32-row group of an accumulate matvec
                            * along its rows (a cluster; 1, 2 or 4; TALLOW_CUDA_MV_KS) */
+    bool mv2;             /* a QKV whose V type differs from Q|K's in one stacked launch
+                           * (tlc_matvec2_fused; TALLOW_CUDA_MV2=0: three launches) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
                           * (each launch leaves them zero again) */
 };

@@ -51,9 +51,13 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     c->mv_stream = ms && ms[0] == '1'; /* opt-in: measured slower (cuda_mvstream.cu) */
     const char *iq = getenv("TALLOW_CUDA_INQ");
     c->inq = iq && iq[0] >= '0' && iq[0] <= '2' ? iq[0] - '0' : 2;
-    c->mv_store_u = env_pow2("TALLOW_CUDA_MV_STORE_U", 4, 0);
-    c->mv_glu_u = env_pow2("TALLOW_CUDA_MV_GLU_U", 4, 0);
+    c->mv_store_u = env_pow2("TALLOW_CUDA_MV_STORE_U", 8, 0);
+    c->mv_glu_u = env_pow2("TALLOW_CUDA_MV_GLU_U", 8, 0);
     c->mv_ks = env_pow2("TALLOW_CUDA_MV_KS", 4, 4);
+    const char *at = getenv("TALLOW_CUDA_ATT_TRIM");
+    c->att_trim = !(at && at[0] == '0');
+    const char *m2 = getenv("TALLOW_CUDA_MV2");
+    c->mv2 = !(m2 && m2[0] == '0');
     const char *nf = getenv("TALLOW_CUDA_NO_FLASH");
     c->flash = !(nf && nf[0] == '1');
     const char *epi = getenv("TALLOW_CUDA_EPI"); /* "G,A": variants for GLU and accumulate */

@@ -2,7 +2,9 @@
  * qwen3) on the GPU, as a plain sequence of backend/cuda calls.
  *
  * Weights: uploaded once into one device allocation; Q|K|V and gate|up are
- * concatenated into one matrix each when their types agree, so a decode
+ * concatenated into one matrix each when their types agree (a V of
+ * another type, the Q4_K_M mix's Q6_K attn_v: Q|K stacked over it in one
+ * launch, tlc_matvec2_fused), so a decode
  * layer is six launches (llama): QKV matvec (RMSNorm folded in, RoPE and
  * the KV store in its epilogue; qwen: + bias / QK-norm, RoPE+KV launches),
  * split-K attention in one launch (its merge writes the q8_1 of the
@@ -34,6 +36,8 @@
 typedef struct cl_layer {
     tlc_weight qkv, wq, wk, wv; /* qkv [e -> qd+2kvd] when fused, else wq/wk/wv */
     bool fused_qkv;
+    tlc_weight qk;              /* [e -> qd+kvd] with wv of another type (stacked_qkv) */
+    bool stacked_qkv;           /* one tlc_matvec2 launch over qk and wv */
     tlc_weight wo;
     tlc_weight gu, wg, wu;      /* gu [e -> 2 n_ff] (gate rows, then up rows) when fused */
     bool fused_gu;
@@ -197,9 +201,18 @@ static tl_status cl_load_all(cl_loader *L, const tl_model *m) {
         const llm_layer *ly = &m->layers[il];
         cl_layer *cl = &cm->layers[il];
         cl->fused_qkv = ly->wq.type == ly->wk.type && ly->wk.type == ly->wv.type;
+        /* Q|K stacked over a V of another type, where a kernel has the pair */
+        const tlc_weight tq = {.type = ly->wq.type, .n_in = ly->wq.ne[0]},
+                         tv = {.type = ly->wv.type, .n_in = ly->wv.ne[0]};
+        cl->stacked_qkv = !cl->fused_qkv && ly->wq.type == ly->wk.type && tlc_matvec2_ok(cm->c, &tq, &tv);
         if (cl->fused_qkv) {
             const tl_tensor *q3[3] = {&ly->wq, &ly->wk, &ly->wv};
             if ((s = cl_weight(L, &cl->qkv, q3, 3))) return s;
+        } else if (cl->stacked_qkv) {
+            const tl_tensor *q2[2] = {&ly->wq, &ly->wk};
+            if ((s = cl_weight(L, &cl->qk, q2, 2))) return s;
+            one[0] = &ly->wv;
+            if ((s = cl_weight(L, &cl->wv, one, 1))) return s;
         } else {
             one[0] = &ly->wq;
             if ((s = cl_weight(L, &cl->wq, one, 1))) return s;
@@ -361,6 +374,7 @@ tl_status llm_cuda_session_init(tl_session *s) {
         const tlc_weight *ws[8] = {&cl->qkv, &cl->wq, &cl->wk, &cl->wv, &cl->wo, &cl->gu, &cl->wg, &cl->wd};
         for (int i = 0; i < 8; i++) gh = cl_max(gh, cl_gemm_halves(ws[i], (int64_t)nb));
         gh = cl_max(gh, cl_gemm_halves(&cl->wu, (int64_t)nb));
+        gh = cl_max(gh, cl_gemm_halves(&cl->qk, (int64_t)nb));
     }
     /* the output head in row chunks that fit that scratch (eval_all) */
     cs->lg_tok = 32;
@@ -526,14 +540,20 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             if (il == 0)
                 CL_OP("prep", tlc_act_prep_ss(c, cs->x, L->attn_norm, e, 1, cs->xn, cs->xq, cs->ssp));
             const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = eps};
-            if (L->fused_qkv && !L->bqkv && !L->q_norm && hp->n_rot == hp->head_dim && !rp.neox) {
+            const bool rope_fold = !L->bqkv && !L->q_norm && hp->n_rot == hp->head_dim && !rp.neox;
+            const tlc_rope_kv_args ra = {rp, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos};
+            const tlc_mv_fuse fr = {.in_ss = cs->ssp, .eps = eps, .rope = &ra};
+            if ((L->fused_qkv || L->stacked_qkv) && rope_fold) {
                 /* llama: RoPE and the KV store in the QKV matvec's epilogue */
-                const tlc_rope_kv_args ra = {rp, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos};
-                const tlc_mv_fuse fr = {.in_ss = cs->ssp, .eps = eps, .rope = &ra};
-                CL_OP("mv qkv+rope", tlc_matvec_fused(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fr));
+                if (L->fused_qkv)
+                    CL_OP("mv qkv+rope", tlc_matvec_fused(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fr));
+                else
+                    CL_OP("mv qkv+rope", tlc_matvec2_fused(c, &L->qk, &L->wv, cs->xn, cs->xq, cs->qkv, &fr));
                 rope_done = true;
             } else if (L->fused_qkv) {
                 CL_OP("mv qkv", tlc_matvec_fused(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fin));
+            } else if (L->stacked_qkv) {
+                CL_OP("mv qkv", tlc_matvec2_fused(c, &L->qk, &L->wv, cs->xn, cs->xq, cs->qkv, &fin));
             } else {
                 CL_OP("mv q", tlc_matvec_fused(c, &L->wq, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fin));
                 CL_OP("mv k", tlc_matvec_fused(c, &L->wk, cs->xn, cs->xq, cs->qkv + qd, TLC_MV_STORE, &fin));
@@ -543,6 +563,10 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             CL_OP("pp norm", tlc_act_prep(c, cs->x, L->attn_norm, eps, e, m, cs->xn, NULL));
             if (L->fused_qkv) {
                 CL_OP("pp gemm qkv", tlc_gemm(c, &L->qkv, cs->xn, m, cs->qkv, TLC_MV_STORE, cs->gemm_scr));
+            } else if (L->stacked_qkv) {
+                CL_OP("pp gemm qk", tlc_gemm_ex(c, &L->qk, cs->xn, m, cs->qkv, qkvd, TLC_MV_STORE, cs->gemm_scr));
+                CL_OP("pp gemm v",
+                      tlc_gemm_ex(c, &L->wv, cs->xn, m, cs->qkv + qd + kvd, qkvd, TLC_MV_STORE, cs->gemm_scr));
             } else {
                 CL_OP("pp gemm q", tlc_gemm_ex(c, &L->wq, cs->xn, m, cs->qkv, qkvd, TLC_MV_STORE, cs->gemm_scr));
                 CL_OP("pp gemm k", tlc_gemm_ex(c, &L->wk, cs->xn, m, cs->qkv + qd, qkvd, TLC_MV_STORE, cs->gemm_scr));
@@ -643,10 +667,10 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
         cs->h_io[1] = tok;
         CL_TRY(tlc_upload(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t)));
         CL_TRY(cl_prof_begin(cs));
-        tlc_attn_use_cluster(c, short_ctx);
+        tlc_attn_plan(c, short_ctx ? tlc_attn_cluster_len(c) : s->n_ctx);
         tl_status st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);
-        tlc_attn_use_cluster(c, true);
+        tlc_attn_plan(c, 0);
         CL_TRY(st);
         return cl_prof_end(cs, 0);
     }
@@ -654,13 +678,14 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
     if (!cs->graph[gi]) {
         CL_TRY(tlc_sync(c));
         CL_TRY(tlc_graph_begin(c));
-        tlc_attn_use_cluster(c, short_ctx); /* the attention launches captured now */
+        /* the attention launches captured now */
+        tlc_attn_plan(c, short_ctx ? tlc_attn_cluster_len(c) : s->n_ctx);
         tl_status st = tlc_upload_async(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t));
         if (!st) st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);
         tlc_graph *g = NULL;
         tl_status st2 = tlc_graph_end(c, &g);
-        tlc_attn_use_cluster(c, true);
+        tlc_attn_plan(c, 0);
         if (st) {
             tlc_graph_free(g);
             return st;

@@ -97,18 +97,21 @@ __device__ __forceinline__ void mv_block_q8(const float *x, int64_t n, int8_t *q
  * the last one reads the group's 32 outputs back from L2 and writes its
  * q8_1 block, then zeroes the counter for the next launch. So the fast
  * layout (4 warps, 2 rows each) stays and no extra launch is needed. */
-template <int T, int R, int U, int W, bool IQ = false, int KS = 1>
-__global__ void __launch_bounds__(W * 32)
-matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xds, float *y, int mode,
-         int64_t n_rows_out, const mv_fuse_d f, int *cnt) {
+/* The body of one block: bx is its index within this weight's blocks, and
+ * row_off the index of w's first row in the whole output (the RoPE
+ * epilogue's row numbering; y already points at w's first output). */
+template <int T, int R, int U, int W, bool IQ, int KS>
+__device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf, const int8_t *xq,
+                                            const float2 *xds, float *y, int mode, int64_t n_rows_out,
+                                            const mv_fuse_d &f, int *cnt, int64_t bx, int64_t row_off) {
     typedef mv<T> M;
     constexpr int K = R / 2; /* GLU outputs per warp */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     pdl_trigger();
     /* KS > 1: a cluster of KS blocks shares the block's rows, rank r taking
      * the r-th slice of every row's units (whole passes of 32 lanes) */
-    const int rank = KS > 1 ? (int)(blockIdx.x % KS) : 0;
-    const int64_t blk = blockIdx.x / KS;
+    const int rank = KS > 1 ? (int)(bx % KS) : 0;
+    const int64_t blk = bx / KS;
     const int64_t wid = blk * W + warp;
     const bool glu = mode == TLC_MV_GLU;
     int64_t rows[R];
@@ -199,7 +202,7 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
                 y[o] = g / (1.0f + __expf(-g)) * u;
             }
         } else {
-            if (R == 2 && f.rope_on) mv_rope_pair(f, rows[0], acc[0], acc[1]);
+            if (R == 2 && f.rope_on) mv_rope_pair(f, rows[0] + row_off, acc[0], acc[1]);
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 int64_t row = rows[r];
@@ -243,6 +246,29 @@ matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xd
     if (lane == 0 && per_block != 32) cnt[grp] = 0;
 }
 
+template <int T, int R, int U, int W, bool IQ = false, int KS = 1>
+__global__ void __launch_bounds__(W * 32)
+matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xds, float *y, int mode,
+         int64_t n_rows_out, const mv_fuse_d f, int *cnt) {
+    matvec_body<T, R, U, W, IQ, KS>(w, xf, xq, xds, y, mode, n_rows_out, f, cnt, blockIdx.x, 0);
+}
+
+/* Two weights of different types stacked into one output, y = [w1 x; w2 x],
+ * in one launch (store mode, no q8_1 epilogue): the first nb1 blocks run
+ * w1's rows, the others w2's. For a QKV whose V has another type than Q|K
+ * (the Q4_K_M mix gives attn_v Q6_K on half the layers), which otherwise
+ * takes three matvec launches and a RoPE/KV launch. */
+template <int T1, int U1, int T2, int U2>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec2_k(const tlc_weight w1, const tlc_weight w2, int64_t nb1, const float *xf, const int8_t *xq,
+          const float2 *xds, float *y, const mv_fuse_d f) {
+    if ((int64_t)blockIdx.x < nb1)
+        matvec_body<T1, 2, U1, MV_WARPS, false, 1>(w1, xf, xq, xds, y, TLC_MV_STORE, w1.n_out, f, NULL, blockIdx.x, 0);
+    else
+        matvec_body<T2, 2, U2, MV_WARPS, false, 1>(w2, xf, xq, xds, y + w1.n_out, TLC_MV_STORE, w2.n_out, f, NULL,
+                                                   blockIdx.x - nb1, w1.n_out);
+}
+
 /* epilogue: TLC_EPI_SPLIT (a separate act_prep_ss launch), TLC_EPI_COUNT
  * (the last block of each group, 4-warp blocks), TLC_EPI_BLOCK (blocks of
  * exactly 32 outputs: GLU 4 warps x 8 outputs, accumulate 32 warps x 1 row,
@@ -281,15 +307,26 @@ static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf
          * Measured 2026-11-30 (tg128, same call, U 2 / U 4): GLU 8B Q4_0
          * 551.3 / 546.7, 1B Q4_0 1,966 / 1,878, Q4_K_M 493.6 / 481.4, 1B F16
          * 1,005.6 / 992.2, 8B F16 226.7 / 225.1, Q8_0 equal; store (QKV,
-         * head) only for Q4_0 and Q8_0 (8B Q4_0 QKV: 768 blocks, 5 per SM at
+         * head) for Q4_0 and Q8_0 (8B Q4_0 QKV: 768 blocks, 5 per SM at
          * U 4 = 1.16 waves, 7 at U 2): 560.4 / 546.7, Q8_0 382.7 / 369.7,
-         * 1B Q4_0 1,898 / 1,878, but 1B F16 976 / 992, Q4_K_M 479 / 481;
-         * Q4_1 (Q4_0's unit layout) follows Q4_0, not measured */
+         * 1B Q4_0 1,898 / 1,878. 2026-12-01, with the stacked QKV: Q4_K_M
+         * store U 2 / 4 (Q4_K QKV, the stacked one, the Q6_K head) 510.1 /
+         * 502.3 and 507.1 / 501.6 in two calls, 8B Q4_0 (its Q6_K head)
+         * 564.2 / 563.9: so 2 for every quantized type (Q4_1 unmeasured).
+         * Float store rows that fit one pass at U 8 (n_in <= 2048: F16 1B's
+         * QKV and head, 127 registers) take U 8, longer ones U 4 (same calls,
+         * U 8 / U 4: 1B F16 1,131 / 1,109 and 1,135 / 1,109; 8B F16, two
+         * passes either way, 229.4 / 240.8). GLU U 8 / 4 for F16: slower
+         * (1B 1,111 and 1,104 vs 1,131; 8B 221.5 vs 229.4). */
         const bool glu = mode == TLC_MV_GLU;
+        constexpr bool flt = T == TL_TYPE_F16 || T == TL_TYPE_BF16 || T == TL_TYPE_F32;
         int u = glu ? c->mv_glu_u : c->mv_store_u;
-        if (!u) u = glu || T == TL_TYPE_Q4_0 || T == TL_TYPE_Q4_1 || T == TL_TYPE_Q8_0 ? 2 : 4;
+        if (!u) u = glu || !flt ? 2 : mv<T>::units(w->n_in) <= 32 * 8 && T != TL_TYPE_F32 ? 8 : 4;
         const int64_t warps = glu ? n_out : (n_out + 1) / 2;
-        auto k = u == 1 ? matvec_k<T, 2, 1, MV_WARPS> : u == 2 ? matvec_k<T, 2, 2, MV_WARPS> : matvec_k<T, 2, 4, MV_WARPS>;
+        auto k = u == 1   ? matvec_k<T, 2, 1, MV_WARPS>
+                 : u == 2 ? matvec_k<T, 2, 2, MV_WARPS>
+                 : u == 4 ? matvec_k<T, 2, 4, MV_WARPS>
+                          : matvec_k<T, 2, 8, MV_WARPS>;
         return tlc_launch(c, k, dim3(tlc_div_up(warps, MV_WARPS)), dim3(MV_WARPS * 32), 0, *w, xf, xq, xds, y, mode,
                           n_out, f, c->mv_cnt);
     }
@@ -333,10 +370,11 @@ tl_status tlc_matvec(tlc_ctx *c, const tlc_weight *w, const float *xf, const voi
     return tlc_matvec_fused(c, w, xf, xq, y, mode, NULL);
 }
 
-tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y, int mode,
-                           const tlc_mv_fuse *fz) {
-    const int8_t *q8 = (const int8_t *)xq;
-    const float2 *ds = xq ? (const float2 *)((const uint8_t *)xq + w->n_in) : NULL;
+/* the device form of fz for a matvec over w whose output has n_all rows
+ * (w's own, or with a second weight stacked under it: tlc_matvec2), after
+ * checking what the fusions need */
+static tl_status mv_fuse_make(const tlc_weight *w, int64_t n_all, const float *xf, const void *xq, int mode,
+                              const tlc_mv_fuse *fz, mv_fuse_d *f) {
     const bool quant = !tlc_weight_is_float(w);
     const bool in_q = fz && fz->in_q8;
     if (in_q && (!tlc_mv_in_q8_ok(w) || !xf || mode == TLC_MV_GLU))
@@ -346,11 +384,11 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
     if (quant && !xq && !in_q) return tl_err(TL_ERR_INVALID, "cuda: matvec %s needs the q8_1 activation", tl_type_name(w->type));
     if (!quant && !xf) return tl_err(TL_ERR_INVALID, "cuda: matvec %s needs the f32 activation", tl_type_name(w->type));
     if (mode == TLC_MV_GLU && (w->n_out & 1)) return tl_err(TL_ERR_INVALID, "cuda: GLU matvec with odd row count");
-    mv_fuse_d f = {};
-    f.in_q = in_q;
+    *f = mv_fuse_d{};
+    f->in_q = in_q;
     if (fz) {
-        f.in_ss = fz->in_ss;
-        f.eps = fz->eps;
+        f->in_ss = fz->in_ss;
+        f->eps = fz->eps;
         if (fz->in_ss && w->n_in % 32)
             return tl_err(TL_ERR_INVALID, "cuda: matvec: folded RMSNorm needs n_in %% 32 == 0 (n_in %lld)",
                           (long long)w->n_in);
@@ -361,34 +399,45 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
                               "(%lld outputs)", TLC_MV_GROUPS, (long long)n_out);
             if (mode == TLC_MV_GLU && (fz->out_norm || fz->out_ss || fz->out_f))
                 return tl_err(TL_ERR_INVALID, "cuda: matvec: the GLU epilogue only quantizes");
-            f.out_norm = fz->out_norm;
-            f.out_f = fz->out_f;
-            f.out_q = (int8_t *)fz->out_q;
-            f.out_ss = fz->out_ss;
+            f->out_norm = fz->out_norm;
+            f->out_f = fz->out_f;
+            f->out_q = (int8_t *)fz->out_q;
+            f->out_ss = fz->out_ss;
         }
     }
     if (fz && fz->rope) {
         const tlc_rope_kv_args *ra = fz->rope;
         const int hd = ra->head_dim;
-        if (mode != TLC_MV_STORE || fz->out_q || ra->p.neox || ra->p.n_rot != hd || (hd & 1) ||
-            w->n_out != (int64_t)(ra->n_head + 2 * ra->n_kv_head) * hd)
+        if (mode != TLC_MV_STORE || fz->out_q || ra->p.neox || ra->p.n_rot != hd || (hd & 1) || w->n_out % hd ||
+            n_all != (int64_t)(ra->n_head + 2 * ra->n_kv_head) * hd)
             return tl_err(TL_ERR_INVALID, "cuda: matvec: the RoPE+KV epilogue needs a stored [q|k|v] matvec with "
                           "adjacent-pair rotation of whole heads (rows %lld, head_dim %d, n_rot %d)",
-                          (long long)w->n_out, hd, ra->p.n_rot);
-        f.rope_on = 1;
-        f.nh = ra->n_head;
-        f.nkv = ra->n_kv_head;
-        f.hd = hd;
-        f.base = ra->p.base;
-        f.scale = ra->p.scale > 0 ? ra->p.scale : 1.0f;
-        f.fdiv = ra->p.freq_div;
-        f.kc = (__half *)ra->kc;
-        f.vc = (__half *)ra->vc;
-        f.n_ctx = ra->n_ctx;
-        f.d_pos = ra->d_pos;
+                          (long long)n_all, hd, ra->p.n_rot);
+        f->rope_on = 1;
+        f->nh = ra->n_head;
+        f->nkv = ra->n_kv_head;
+        f->hd = hd;
+        f->base = ra->p.base;
+        f->scale = ra->p.scale > 0 ? ra->p.scale : 1.0f;
+        f->fdiv = ra->p.freq_div;
+        f->kc = (__half *)ra->kc;
+        f->vc = (__half *)ra->vc;
+        f->n_ctx = ra->n_ctx;
+        f->d_pos = ra->d_pos;
     }
     if (!tlc_type_supported(w->type))
         return tl_err(TL_ERR_UNSUPPORTED, "cuda: matvec: type %s not supported", tl_type_name(w->type));
+    return TL_OK;
+}
+
+tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y, int mode,
+                           const tlc_mv_fuse *fz) {
+    const int8_t *q8 = (const int8_t *)xq;
+    const float2 *ds = xq ? (const float2 *)((const uint8_t *)xq + w->n_in) : NULL;
+    mv_fuse_d f;
+    tl_status s = mv_fuse_make(w, w->n_out, xf, xq, mode, fz, &f);
+    if (s) return s;
+    const bool in_q = f.in_q;
     /* the streaming kernel where the layout allows (its epilogues are always in-kernel) */
     cudaError_t e = cudaSuccess;
     if (!in_q && mvs_launch(c, w, xf, q8, ds, y, mode, f, &e)) {
@@ -404,5 +453,32 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
     if (split)
         return tlc_act_prep_ss(c, y, fq.out_norm, mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out, 1, fq.out_f,
                                fq.out_q, fq.out_ss);
+    return TL_OK;
+}
+
+/* the type pairs matvec2_k is compiled for, and its launch */
+bool tlc_matvec2_ok(const tlc_ctx *c, const tlc_weight *w1, const tlc_weight *w2) {
+    return c->mv2 && w1->type == TL_TYPE_Q4_K && w2->type == TL_TYPE_Q6_K && w1->n_in == w2->n_in;
+}
+
+tl_status tlc_matvec2_fused(tlc_ctx *c, const tlc_weight *w1, const tlc_weight *w2, const float *xf, const void *xq,
+                            float *y, const tlc_mv_fuse *fz) {
+    if (!tlc_matvec2_ok(c, w1, w2))
+        return tl_err(TL_ERR_UNSUPPORTED, "cuda: stacked matvec of %s over %s (n_in %lld, %lld) not supported",
+                      tl_type_name(w1->type), tl_type_name(w2->type), (long long)w1->n_in, (long long)w2->n_in);
+    if (fz && (fz->out_q || fz->in_q8))
+        return tl_err(TL_ERR_INVALID, "cuda: stacked matvec: no q8_1 epilogue or in-block quantization");
+    mv_fuse_d f, f2;
+    tl_status s = mv_fuse_make(w1, w1->n_out + w2->n_out, xf, xq, TLC_MV_STORE, fz, &f);
+    if (!s) s = mv_fuse_make(w2, w1->n_out + w2->n_out, xf, xq, TLC_MV_STORE, fz, &f2);
+    if (s) return s;
+    const int8_t *q8 = (const int8_t *)xq;
+    const float2 *ds = (const float2 *)((const uint8_t *)xq + w1->n_in);
+    /* blocks of MV_WARPS warps x 2 rows for each weight */
+    const int64_t nb1 = tlc_div_up(tlc_div_up(w1->n_out, 2), MV_WARPS), nb2 = tlc_div_up(tlc_div_up(w2->n_out, 2), MV_WARPS);
+    /* the store matvecs' units per pass (2 for these types unless set) */
+    auto k = c->mv_store_u >= 4 ? matvec2_k<TL_TYPE_Q4_K, 4, TL_TYPE_Q6_K, 4> : matvec2_k<TL_TYPE_Q4_K, 2, TL_TYPE_Q6_K, 2>;
+    TLC_TRY(tlc_launch(c, k, dim3(nb1 + nb2), dim3(MV_WARPS * 32), 0, *w1, *w2, nb1, xf, q8, ds, y, f),
+            "matvec (stacked)");
     return TL_OK;
 }

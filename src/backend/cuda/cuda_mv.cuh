@@ -37,7 +37,7 @@ template <int T> struct mv;
 
 template <> struct mv<TL_TYPE_F16> {
     struct W { uint4 q; };
-    static __device__ int64_t units(int64_t n) { return n / 8; }
+    static __host__ __device__ int64_t units(int64_t n) { return n / 8; }
     template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         return W{ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16)};
     }
@@ -54,7 +54,7 @@ template <> struct mv<TL_TYPE_F16> {
 
 template <> struct mv<TL_TYPE_BF16> {
     struct W { uint4 q; };
-    static __device__ int64_t units(int64_t n) { return n / 8; }
+    static __host__ __device__ int64_t units(int64_t n) { return n / 8; }
     template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         return W{ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16)};
     }
@@ -73,7 +73,7 @@ template <> struct mv<TL_TYPE_BF16> {
 
 template <> struct mv<TL_TYPE_F32> {
     struct W { uint4 q; };
-    static __device__ int64_t units(int64_t n) { return n / 4; }
+    static __host__ __device__ int64_t units(int64_t n) { return n / 4; }
     template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         return W{ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16)};
     }
@@ -104,7 +104,7 @@ __device__ __forceinline__ int mv_nib_dot(const uint4 &q, const int8_t *xq, int6
 
 template <> struct mv<TL_TYPE_Q4_0> {
     struct W { uint4 q; __half d; };
-    static __device__ int64_t units(int64_t n) { return n / 32; }
+    static __host__ __device__ int64_t units(int64_t n) { return n / 32; }
     template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         W v;
         v.q = ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16);
@@ -121,7 +121,7 @@ template <> struct mv<TL_TYPE_Q4_0> {
 
 template <> struct mv<TL_TYPE_Q4_1> {
     struct W { uint4 q; __half2 dm; };
-    static __device__ int64_t units(int64_t n) { return n / 32; }
+    static __host__ __device__ int64_t units(int64_t n) { return n / 32; }
     template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         W v;
         v.q = ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16);
@@ -139,7 +139,7 @@ template <> struct mv<TL_TYPE_Q4_1> {
 
 template <> struct mv<TL_TYPE_Q8_0> {
     struct W { uint4 q; __half d; };
-    static __device__ int64_t units(int64_t n) { return n / 16; }
+    static __host__ __device__ int64_t units(int64_t n) { return n / 16; }
     template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         W v;
         v.q = ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16);
@@ -165,7 +165,7 @@ template <> struct mv<TL_TYPE_Q8_0> {
  * d*sc*q - dmin*m, so the dot is d*sc*xd*sum(q*xq) - dmin*m*sum(x). */
 template <> struct mv<TL_TYPE_Q4_K> {
     struct W { uint4 q; __half2 dd; uint16_t scm; };
-    static __device__ int64_t units(int64_t n) { return n / 32; }
+    static __host__ __device__ int64_t units(int64_t n) { return n / 32; }
     template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         const uint8_t *s = (const uint8_t *)w.s + w.s_row * row;
         W v;
@@ -188,7 +188,7 @@ template <> struct mv<TL_TYPE_Q4_K> {
  * scales of its halves through L1. Values are 6-bit unsigned minus 32. */
 template <> struct mv<TL_TYPE_Q6_K> {
     struct W { uint4 q; uint2 h; __half d; uint16_t sc; };
-    static __device__ int64_t units(int64_t n) { return n / 32; }
+    static __host__ __device__ int64_t units(int64_t n) { return n / 32; }
     template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         const uint8_t *q = (const uint8_t *)w.q + w.q_row * row, *s = (const uint8_t *)w.s + w.s_row * row;
         W v;
