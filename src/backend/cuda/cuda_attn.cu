@@ -22,7 +22,15 @@
  *    0): tg128 574.1 / 554.6, 1B Q4_0 1,878 / 1,773; but launched in
  *    clusters the long-context path lost 13% of decode at depth 4096
  *    (278.5 vs 321.9), so the decode graph for contexts past 128 launches
- *    without them (tlc_attn_use_cluster; 328.0 then).
+ *    without them (tlc_attn_plan; 328.0 then). The graph for contexts up
+ *    to 128 launches only the cluster's 8 splits per KV head (the split
+ *    size follows gridDim.y, so a longer context would still be right):
+ *    measured 2026-12-01 (tg128, same call, TALLOW_CUDA_ATT_TRIM 1 / 0)
+ *    1B F16 1,109 / 1,103 and 1,109 / 1,100, 8B Q4_0 573.6 / 572.8 and
+ *    573.0 / 571.5, Q4_K_M 507.2 / 509.0: within noise for 8B. 4 warps
+ *    per block instead of 8 with it: 8B Q4_0 570.4 / 563.1 and 570.8 /
+ *    561.9, but 1B Q4_0 1,962 / 1,994, Q4_K_M 505.3 / 506.9 and depth
+ *    4096 309.7 / 323.2, so 8 stays.
  *  - prefill: one warp per (query token, kv head), causal range: the path
  *    for f32 caches and head sizes other than 64/128; f16 caches with those
  *    go to the tensor-core flash attention of cuda_flash.cu.

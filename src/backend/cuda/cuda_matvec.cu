@@ -476,7 +476,8 @@ tl_status tlc_matvec2_fused(tlc_ctx *c, const tlc_weight *w1, const tlc_weight *
     const float2 *ds = (const float2 *)((const uint8_t *)xq + w1->n_in);
     /* blocks of MV_WARPS warps x 2 rows for each weight */
     const int64_t nb1 = tlc_div_up(tlc_div_up(w1->n_out, 2), MV_WARPS), nb2 = tlc_div_up(tlc_div_up(w2->n_out, 2), MV_WARPS);
-    /* the store matvecs' units per pass (2 for these types unless set) */
+    /* units per pass: 2, as the store matvecs of these types (4 when
+     * TALLOW_CUDA_MV_STORE_U asks for 4 or more) */
     auto k = c->mv_store_u >= 4 ? matvec2_k<TL_TYPE_Q4_K, 4, TL_TYPE_Q6_K, 4> : matvec2_k<TL_TYPE_Q4_K, 2, TL_TYPE_Q6_K, 2>;
     TLC_TRY(tlc_launch(c, k, dim3(nb1 + nb2), dim3(MV_WARPS * 32), 0, *w1, *w2, nb1, xf, q8, ds, y, f),
             "matvec (stacked)");
