@@ -679,6 +679,23 @@ static void test_attention(tlc_ctx *c, int hd, int nh, int nkv, int n_ctx, int p
            flash ? " (tensor cores)" : "", (long long)plan, e);
 }
 
+/* f16 cache values where k2 differs from k1 by more than 1e-3 relative, or
+ * v2 from v1 (bit for bit when v_exact) */
+static int cache_diffs(tlc_ctx *c, dbuf &k1, dbuf &k2, dbuf &v1, dbuf &v2, size_t bytes, bool v_exact) {
+    std::vector<uint16_t> h[4] = {std::vector<uint16_t>(bytes / 2), std::vector<uint16_t>(bytes / 2),
+                                  std::vector<uint16_t>(bytes / 2), std::vector<uint16_t>(bytes / 2)};
+    dbuf *src[4] = {&k1, &k2, &v1, &v2};
+    for (int j = 0; j < 4; j++) OK(tlc_download(c, h[j].data(), src[j]->p, bytes));
+    auto far = [](uint16_t a, uint16_t b) {
+        const float fa = tl_fp16_to_fp32(a), fb = tl_fp16_to_fp32(b);
+        return fabsf(fa - fb) > 1e-3f * fabsf(fb) + 1e-6f;
+    };
+    int bad = 0;
+    for (size_t i = 0; i < bytes / 2; i++)
+        if (far(h[0][i], h[1][i]) || (v_exact ? h[2][i] != h[3][i] : far(h[2][i], h[3][i]))) bad++;
+    return bad;
+}
+
 static void test_rope_kv(tlc_ctx *c, bool neox) {
     /* the fused decode op must equal rope (tested against float64 above) +
      * kv_store on the same inputs: q/k rotated in place, k/v in the cache */
@@ -702,74 +719,73 @@ static void test_rope_kv(tlc_ctx *c, bool neox) {
     OK(tlc_kv_store(c, b.f() + nh * hd, b.f() + (nh + nkv) * hd, 1, 0, nkv, hd, k2.p, v2.p, TL_TYPE_F16, n_ctx,
                     (const int32_t *)dp.p));
     std::vector<float> ya = down(c, a, n), yb = down(c, b, n);
-    std::vector<uint8_t> c1(cache), c2(cache), c3(cache), c4(cache);
-    OK(tlc_download(c, c1.data(), k1.p, cache));
-    OK(tlc_download(c, c2.data(), k2.p, cache));
-    OK(tlc_download(c, c3.data(), v1.p, cache));
-    OK(tlc_download(c, c4.data(), v2.p, cache));
     /* tolerance: the two kernels may contract the rotation's mul/add into
      * FMAs differently (1 ulp), and the cache holds f16 */
     double dmax = 0;
     for (int i = 0; i < (nh + nkv) * hd; i++) dmax = std::max(dmax, (double)fabsf(ya[i] - yb[i]));
     CHECK(dmax < 1e-5, "rope_kv q/k differ from rope by %.3g", dmax);
-    int bad = 0;
-    for (size_t i = 0; i < cache / 2; i++) {
-        uint16_t h1, h2, h3, h4;
-        memcpy(&h1, &c1[2 * i], 2); memcpy(&h2, &c2[2 * i], 2);
-        memcpy(&h3, &c3[2 * i], 2); memcpy(&h4, &c4[2 * i], 2);
-        float f1 = tl_fp16_to_fp32(h1), f2 = tl_fp16_to_fp32(h2);
-        if (fabsf(f1 - f2) > 1e-3f * fabsf(f2) + 1e-6f || h3 != h4) bad++;
-    }
+    const int bad = cache_diffs(c, k1, k2, v1, v2, cache, true);
     CHECK(bad == 0, "rope_kv cache differs from kv_store in %d values", bad);
+}
+
+/* What the QKV+RoPE epilogue checks share: a random input x (n_in) and its
+ * q8_1, RoPE parameters with random frequency divisors, and two zeroed
+ * caches: 1 for the reference (a plain matvec, then tlc_rope_kv), 2 for the
+ * fused epilogue (args()). */
+struct rope_case {
+    static constexpr int nh = 8, nkv = 2, hd = 64, n_ctx = 64;
+    const size_t cache = (size_t)nkv * n_ctx * hd * 2;
+    std::vector<float> x, ff;
+    dbuf dx, dq, dp, dff, k1, v1, k2, v2;
+    tlc_rope_params p;
+    rope_case(tlc_ctx *c, int64_t n_in, int32_t pos)
+        : x(n_in), ff(hd / 2), dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), dp(c, 4, "pos"),
+          dff(c, hd / 2 * 4, "ff"), k1(c, cache, "k1"), v1(c, cache, "v1"), k2(c, cache, "k2"), v2(c, cache, "v2") {
+        for (auto &v : x) v = rnd_normal();
+        for (auto &v : ff) v = 1.0f + 3.0f * rnd_unif();
+        up(c, dx, x.data(), n_in * 4);
+        up(c, dp, &pos, 4);
+        up(c, dff, ff.data(), ff.size() * 4);
+        OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+        for (dbuf *d : {&k1, &v1, &k2, &v2}) OK(tlc_memset(c, d->p, 0, cache));
+        p = {hd, false, 500000.0f, 1.0f, dff.f()};
+    }
+    /* the reference RoPE + KV store of the plain matvec's output a */
+    void reference(tlc_ctx *c, float *a) {
+        OK(tlc_rope_kv(c, a, nh, nkv, hd, k1.p, v1.p, n_ctx, (const int32_t *)dp.p, &p));
+    }
+    tlc_rope_kv_args args() { return {p, nh, nkv, hd, k2.p, v2.p, n_ctx, (const int32_t *)dp.p}; }
+    /* cache values where the epilogue's caches differ from the reference's */
+    int diffs(tlc_ctx *c) { return cache_diffs(c, k1, k2, v1, v2, cache, false); }
+};
+
+static double max_diff(const std::vector<float> &a, const std::vector<float> &b) {
+    double d = 0;
+    for (size_t i = 0; i < a.size(); i++) d = std::max(d, (double)fabsf(a[i] - b[i]));
+    return d;
 }
 
 static void test_qkv_rope(tlc_ctx *c, tl_type t, int64_t n_in) {
     /* the QKV matvec with RoPE + KV store in its epilogue must equal the
      * matvec followed by tlc_rope_kv (itself checked against rope + kv_store
      * above, and rope against float64) */
-    const int nh = 8, nkv = 2, hd = 64, n_ctx = 64;
-    const int32_t pos = 23;
-    const int64_t n_out = (nh + 2 * nkv) * hd; /* n_in 512 (one pass per warp) and 4096 (an 8B model's) */
+    const int64_t n_out = (rope_case::nh + 2 * rope_case::nkv) * rope_case::hd; /* n_in 512 (one pass per
+                                                                                  * warp) and 4096 (8B's) */
     std::vector<uint8_t> raw = random_weight(t, n_in, n_out);
     dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
     tlc_weight w;
     OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
-    std::vector<float> x(n_in), ff(hd / 2);
-    for (auto &v : x) v = rnd_normal();
-    for (auto &v : ff) v = 1.0f + 3.0f * rnd_unif();
-    size_t cache = (size_t)nkv * n_ctx * hd * 2;
-    dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), a(c, n_out * 4, "a"), b(c, n_out * 4, "b"),
-        dp(c, 4, "pos"), dff(c, ff.size() * 4, "ff"), k1(c, cache, "k1"), v1(c, cache, "v1"), k2(c, cache, "k2"),
-        v2(c, cache, "v2");
-    up(c, dx, x.data(), n_in * 4);
-    up(c, dp, &pos, 4);
-    up(c, dff, ff.data(), ff.size() * 4);
-    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
-    for (dbuf *d : {&k1, &v1, &k2, &v2}) OK(tlc_memset(c, d->p, 0, cache));
-    tlc_rope_params p = {hd, false, 500000.0f, 1.0f, dff.f()};
-    OK(tlc_matvec(c, &w, dx.f(), dq.p, a.f(), TLC_MV_STORE));
-    OK(tlc_rope_kv(c, a.f(), nh, nkv, hd, k1.p, v1.p, n_ctx, (const int32_t *)dp.p, &p));
-    tlc_rope_kv_args ra = {p, nh, nkv, hd, k2.p, v2.p, n_ctx, (const int32_t *)dp.p};
+    rope_case rc(c, n_in, 23);
+    dbuf a(c, n_out * 4, "a"), b(c, n_out * 4, "b");
+    OK(tlc_matvec(c, &w, rc.dx.f(), rc.dq.p, a.f(), TLC_MV_STORE));
+    rc.reference(c, a.f());
+    tlc_rope_kv_args ra = rc.args();
     tlc_mv_fuse fz = {};
     fz.rope = &ra;
     b.poison();
-    OK(tlc_matvec_fused(c, &w, dx.f(), dq.p, b.f(), TLC_MV_STORE, &fz));
-    std::vector<float> ya = down(c, a, n_out), yb = down(c, b, n_out);
-    std::vector<uint8_t> c1(cache), c2(cache), c3(cache), c4(cache);
-    OK(tlc_download(c, c1.data(), k1.p, cache));
-    OK(tlc_download(c, c2.data(), k2.p, cache));
-    OK(tlc_download(c, c3.data(), v1.p, cache));
-    OK(tlc_download(c, c4.data(), v2.p, cache));
-    double dmax = 0;
-    for (int64_t i = 0; i < n_out; i++) dmax = std::max(dmax, (double)fabsf(ya[i] - yb[i]));
-    int bad = 0;
-    for (size_t i = 0; i < cache / 2; i++) {
-        uint16_t h1, h2, h3, h4;
-        memcpy(&h1, &c1[2 * i], 2); memcpy(&h2, &c2[2 * i], 2);
-        memcpy(&h3, &c3[2 * i], 2); memcpy(&h4, &c4[2 * i], 2);
-        float f1 = tl_fp16_to_fp32(h1), f2 = tl_fp16_to_fp32(h2), f3 = tl_fp16_to_fp32(h3), f4 = tl_fp16_to_fp32(h4);
-        if (fabsf(f1 - f2) > 1e-3f * fabsf(f2) + 1e-6f || fabsf(f3 - f4) > 1e-3f * fabsf(f4) + 1e-6f) bad++;
-    }
+    OK(tlc_matvec_fused(c, &w, rc.dx.f(), rc.dq.p, b.f(), TLC_MV_STORE, &fz));
+    const double dmax = max_diff(down(c, a, n_out), down(c, b, n_out));
+    const int bad = rc.diffs(c);
     CHECK(dmax < 1e-5 && bad == 0, "qkv+rope epilogue %s: q/k/v differ by %.3g, %d cache values differ",
           tl_type_name(t), dmax, bad);
     printf("  qkv+rope epilogue %-5s n_in %5lld: max diff %.2e, %d cache diffs\n", tl_type_name(t), (long long)n_in, dmax,
@@ -783,9 +799,8 @@ static void test_qkv_rope(tlc_ctx *c, tl_type t, int64_t n_in) {
  * by tlc_rope_kv. */
 static void test_matvec2(tlc_ctx *c, int64_t n_in) {
     const tl_type t1 = TL_TYPE_Q4_K, t2 = TL_TYPE_Q6_K;
-    const int nh = 8, nkv = 2, hd = 64, n_ctx = 64;
-    const int32_t pos = 41;
-    const int64_t n1 = (int64_t)(nh + nkv) * hd, n2 = (int64_t)nkv * hd, n = n1 + n2;
+    const int64_t n1 = (int64_t)(rope_case::nh + rope_case::nkv) * rope_case::hd,
+                  n2 = (int64_t)rope_case::nkv * rope_case::hd, n = n1 + n2;
     std::vector<uint8_t> r1 = random_weight(t1, n_in, n1), r2 = random_weight(t2, n_in, n2);
     std::vector<float> W1, W2;
     if (!cpu_dequant(t1, r1, n_in, n1, W1) || !cpu_dequant(t2, r2, n_in, n2, W2)) {
@@ -803,10 +818,9 @@ static void test_matvec2(tlc_ctx *c, int64_t n_in) {
         n_skip++;
         return;
     }
-    std::vector<float> x(n_in), xq, ff(hd / 2);
-    for (auto &v : x) v = rnd_normal();
-    for (auto &v : ff) v = 1.0f + 3.0f * rnd_unif();
-    cpu_q8_1(x.data(), n_in, xq);
+    rope_case rc(c, n_in, 41);
+    std::vector<float> xq;
+    cpu_q8_1(rc.x.data(), n_in, xq);
     std::vector<double> ref(n);
     for (int64_t r = 0; r < n; r++) {
         const float *wr = r < n1 ? &W1[r * n_in] : &W2[(r - n1) * n_in];
@@ -814,20 +828,13 @@ static void test_matvec2(tlc_ctx *c, int64_t n_in) {
         for (int64_t i = 0; i < n_in; i++) sq += (double)wr[i] * xq[i];
         ref[r] = sq;
     }
-    size_t cache = (size_t)nkv * n_ctx * hd * 2;
-    dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), a(c, n * 4, "a"), b(c, n * 4, "b"),
-        dp(c, 4, "pos"), dff(c, ff.size() * 4, "ff"), k1(c, cache, "k1"), v1(c, cache, "v1"), k2(c, cache, "k2"),
-        v2(c, cache, "v2");
-    up(c, dx, x.data(), n_in * 4);
-    up(c, dp, &pos, 4);
-    up(c, dff, ff.data(), ff.size() * 4);
-    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+    dbuf a(c, n * 4, "a"), b(c, n * 4, "b");
     /* plain: against float64, and against the separate matvecs */
     a.poison();
     b.poison();
-    OK(tlc_matvec(c, &w1, dx.f(), dq.p, a.f(), TLC_MV_STORE));
-    OK(tlc_matvec(c, &w2, dx.f(), dq.p, a.f() + n1, TLC_MV_STORE));
-    OK(tlc_matvec2_fused(c, &w1, &w2, dx.f(), dq.p, b.f(), NULL));
+    OK(tlc_matvec(c, &w1, rc.dx.f(), rc.dq.p, a.f(), TLC_MV_STORE));
+    OK(tlc_matvec(c, &w2, rc.dx.f(), rc.dq.p, a.f() + n1, TLC_MV_STORE));
+    OK(tlc_matvec2_fused(c, &w1, &w2, rc.dx.f(), rc.dq.p, b.f(), NULL));
     std::vector<float> ya = down(c, a, n), yb = down(c, b, n);
     size_t nn;
     const double e = rel_err(yb.data(), ref.data(), n, &nn);
@@ -835,28 +842,18 @@ static void test_matvec2(tlc_ctx *c, int64_t n_in) {
     CHECK(memcmp(ya.data(), yb.data(), n * 4) == 0, "stacked matvec n_in %lld: not the separate matvecs' bytes",
           (long long)n_in);
     /* the RoPE+KV epilogue over the stacked rows */
-    for (dbuf *d : {&k1, &v1, &k2, &v2}) OK(tlc_memset(c, d->p, 0, cache));
-    tlc_rope_params p = {hd, false, 500000.0f, 1.0f, dff.f()};
-    OK(tlc_rope_kv(c, a.f(), nh, nkv, hd, k1.p, v1.p, n_ctx, (const int32_t *)dp.p, &p));
-    tlc_rope_kv_args ra = {p, nh, nkv, hd, k2.p, v2.p, n_ctx, (const int32_t *)dp.p};
+    rc.reference(c, a.f());
+    tlc_rope_kv_args ra = rc.args();
     tlc_mv_fuse fz = {};
     fz.rope = &ra;
     b.poison();
-    OK(tlc_matvec2_fused(c, &w1, &w2, dx.f(), dq.p, b.f(), &fz));
-    ya = down(c, a, n);
-    yb = down(c, b, n);
-    std::vector<uint8_t> c1(cache), c2(cache), c3(cache), c4(cache);
-    OK(tlc_download(c, c1.data(), k1.p, cache));
-    OK(tlc_download(c, c2.data(), k2.p, cache));
-    OK(tlc_download(c, c3.data(), v1.p, cache));
-    OK(tlc_download(c, c4.data(), v2.p, cache));
-    double dmax = 0;
-    for (int64_t i = 0; i < n; i++) dmax = std::max(dmax, (double)fabsf(ya[i] - yb[i]));
-    const bool same_cache = c1 == c2 && c3 == c4;
-    CHECK(dmax < 1e-5 && same_cache, "stacked qkv+rope n_in %lld: q/k/v differ by %.3g, caches %s",
-          (long long)n_in, dmax, same_cache ? "equal" : "differ");
-    printf("  stacked matvec q4_k|q6_k n_in %5lld: rel err %.2e; +rope max diff %.2e, caches %s\n", (long long)n_in, e,
-           dmax, same_cache ? "equal" : "differ");
+    OK(tlc_matvec2_fused(c, &w1, &w2, rc.dx.f(), rc.dq.p, b.f(), &fz));
+    const double dmax = max_diff(down(c, a, n), down(c, b, n));
+    const int bad = rc.diffs(c);
+    CHECK(dmax < 1e-5 && bad == 0, "stacked qkv+rope n_in %lld: q/k/v differ by %.3g, %d cache values differ",
+          (long long)n_in, dmax, bad);
+    printf("  stacked matvec q4_k|q6_k n_in %5lld: rel err %.2e; +rope max diff %.2e, %d cache diffs\n",
+           (long long)n_in, e, dmax, bad);
 }
 
 /* The streamed matvec (cuda_mvstream.cu) must give the register kernel's
