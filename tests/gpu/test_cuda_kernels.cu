@@ -696,6 +696,75 @@ static int cache_diffs(tlc_ctx *c, dbuf &k1, dbuf &k2, dbuf &v1, dbuf &v2, size_
     return bad;
 }
 
+/* The decode attention with Wo folded in (tlc_attn_wo_decode) against the
+ * attention followed by the Wo matvec with its q8_1 epilogue: the residual,
+ * x o g, its q8_1 and the sums of squares (summation orders differ). */
+static void test_attn_wo(tlc_ctx *c, int hd, int nh, int nkv, int pos) {
+    const int n = nh * hd, n_ctx = 256, total = pos + 1;
+    std::vector<uint8_t> raw = random_weight(TL_TYPE_Q4_0, n, n);
+    dbuf dw(c, tlc_weight_bytes(TL_TYPE_Q4_0, n, n), "wo"), stg(c, raw.size(), "staging");
+    tlc_weight w;
+    OK(tlc_weight_upload(c, &w, TL_TYPE_Q4_0, n, n, raw.data(), dw.p, stg.p));
+    std::vector<float> K((size_t)total * nkv * hd), V(K.size()), Q(n), y0(n), g(n);
+    for (auto &v : K) v = rnd_normal();
+    for (auto &v : V) v = rnd_normal();
+    for (auto &v : Q) v = rnd_normal();
+    for (auto &v : y0) v = rnd_normal();
+    for (auto &v : g) v = 0.5f + rnd_unif();
+    const size_t cache = (size_t)nkv * n_ctx * hd * 2;
+    dbuf dk(c, cache, "kc"), dv(c, cache, "vc"), dK(c, K.size() * 4, "K"), dV(c, V.size() * 4, "V"), dq(c, n * 4, "q"),
+        dp(c, 4, "pos"), scr(c, tlc_attn_decode_scratch(nh, hd) * 4, "scratch"), att(c, n * 4, "att"),
+        attq(c, tlc_q8_bytes(n), "att q8"), dg(c, n * 4, "g");
+    dbuf ya(c, n * 4, "ya"), yb(c, n * 4, "yb"), fa(c, n * 4, "fa"), fb(c, n * 4, "fb"), qa(c, tlc_q8_bytes(n), "qa"),
+        qb(c, tlc_q8_bytes(n), "qb"), sa(c, n / 32 * 4, "sa"), sb(c, n / 32 * 4, "sb");
+    up(c, dK, K.data(), K.size() * 4);
+    up(c, dV, V.data(), V.size() * 4);
+    up(c, dq, Q.data(), n * 4);
+    up(c, dg, g.data(), n * 4);
+    up(c, ya, y0.data(), n * 4);
+    up(c, yb, y0.data(), n * 4);
+    int32_t p0 = 0;
+    up(c, dp, &p0, 4);
+    OK(tlc_kv_store(c, dK.f(), dV.f(), total, 0, nkv, hd, dk.p, dv.p, TL_TYPE_F16, n_ctx, (const int32_t *)dp.p));
+    up(c, dp, &pos, 4);
+    const float scale = 1.0f / sqrtf((float)hd);
+    tlc_mv_fuse fa_ = {}, fb_ = {};
+    fa_.out_norm = fb_.out_norm = dg.f();
+    fa_.out_f = fa.f(), fa_.out_q = qa.p, fa_.out_ss = sa.f();
+    fb_.out_f = fb.f(), fb_.out_q = qb.p, fb_.out_ss = sb.f();
+    OK(tlc_attn_decode(c, dq.f(), dk.p, dv.p, TL_TYPE_F16, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale, scr.f(),
+                       att.f(), attq.p));
+    OK(tlc_matvec_fused(c, &w, att.f(), attq.p, ya.f(), TLC_MV_ACCUM, &fa_));
+    const bool keep = c->att_wo;
+    c->att_wo = true;
+    tlc_attn_plan(c, tlc_attn_cluster_len(c));
+    const bool ok = tlc_attn_wo_ok(c, &w, TL_TYPE_F16, nh, nkv, hd);
+    if (ok)
+        OK(tlc_attn_wo_decode(c, dq.f(), dk.p, dv.p, TL_TYPE_F16, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale,
+                              scr.f(), &w, yb.f(), &fb_));
+    tlc_attn_plan(c, 0);
+    c->att_wo = keep;
+    CHECK(ok, "attention+wo hd=%d heads %d/%d: not taken", hd, nh, nkv);
+    if (!ok) return;
+    std::vector<float> a = down(c, ya, n), b = down(c, yb, n), xa = down(c, fa, n), xb = down(c, fb, n),
+                       ssa = down(c, sa, n / 32), ssb = down(c, sb, n / 32);
+    std::vector<double> ra(a.begin(), a.end()), rx(xa.begin(), xa.end()), rs(ssa.begin(), ssa.end());
+    size_t nn;
+    const double ey = rel_err(b.data(), ra.data(), n, &nn), ex = rel_err(xb.data(), rx.data(), n, NULL),
+                 es = rel_err(ssb.data(), rs.data(), n / 32, NULL);
+    /* the q8_1 bytes: equal but where a value sits at a rounding edge */
+    std::vector<uint8_t> q1(tlc_q8_bytes(n)), q2(q1.size());
+    OK(tlc_download(c, q1.data(), qa.p, q1.size()));
+    OK(tlc_download(c, q2.data(), qb.p, q2.size()));
+    int qd = 0;
+    for (int i = 0; i < n; i++) qd += abs((int)(int8_t)q1[i] - (int)(int8_t)q2[i]) > 1;
+    CHECK(ey < 1e-5 && ex < 1e-5 && es < 1e-5 && qd == 0 && nn == 0,
+          "attention+wo hd=%d heads %d/%d pos %d: residual %.3g, x o g %.3g, sums %.3g, %d q8 values off by > 1",
+          hd, nh, nkv, pos, ey, ex, es, qd);
+    printf("  attn+wo hd=%d heads %d/%d pos %d: rel err residual %.2e, x o g %.2e, sums %.2e\n", hd, nh, nkv, pos, ey,
+           ex, es);
+}
+
 static void test_rope_kv(tlc_ctx *c, bool neox) {
     /* the fused decode op must equal rope (tested against float64 above) +
      * kv_store on the same inputs: q/k rotated in place, k/v in the cache */
@@ -1396,6 +1465,10 @@ int main(int argc, char **argv) {
     for (tl_type t : {TL_TYPE_F16, TL_TYPE_Q4_0, TL_TYPE_Q8_0, TL_TYPE_Q4_K})
         for (int64_t n_in : {512, 4096}) test_qkv_rope(c, t, n_in);
     for (int64_t n_in : {512, 4096}) test_matvec2(c, n_in);
+    for (int pos : {0, 5, 63, 127}) {
+        test_attn_wo(c, 128, 32, 8, pos); /* Llama-3-8B */
+        test_attn_wo(c, 64, 32, 8, pos);  /* Llama-3.2-1B */
+    }
     printf("streamed matvec (shared-memory stages) against the register kernel:\n");
     for (tl_type t : all_types) {
         test_stream_identical(c, t, 4096, 6144, TLC_MV_STORE, 128);  /* 8B QKV + RoPE + KV */

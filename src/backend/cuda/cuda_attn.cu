@@ -37,7 +37,7 @@
  * Calls: CUDA. */
 #include <cooperative_groups.h>
 
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_mv.cuh"
 
 #define ATT_SPLITS 32
 #define ATT_WARPS 4 /* prefill walk; decode: c->att_warps (8 or 4) */
@@ -121,6 +121,75 @@ __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT
     }
 }
 
+/* The Wo projection folded into the short-context decode attention
+ * (tlc_attn_wo_decode): block (kvh, rank) owns Wo rows [rank*n/ATT_CS, +n/ATT_CS)
+ * over the G*D columns of its KV head (a Q4_0 slice, staged into shared
+ * memory before the PDL wait), multiplies them by the q8_1 of its KV head's
+ * attention output, writes the partial sums to part [n_kv][n], and the last
+ * KV head to finish a 32-row group adds the partials in KV-head order into
+ * the residual y and runs the Wo epilogue (mv_q8_group). Opt-in
+ * (TALLOW_CUDA_ATT_WO=1): correct (test_cuda_kernels) but measured slower,
+ * 2026-12-01 (tg128, same call): 8B Q4_0 374.5 / 563.1, 1B Q4_0 1,585 /
+ * 1,992. Suspected: each lane's Q4_0 scale comes from global memory inside
+ * the row loop (32 dependent steps of DRAM latency per block, ~+28 us per
+ * layer, as measured); staging the scales beside the quants is the next
+ * thing to try (not measured). */
+struct attn_wo_d {
+    tlc_weight w;  /* Wo, Q4_0 [n][n_head*D] */
+    float *part;   /* [n_kv][n] */
+    float *y;      /* the residual [n] */
+    mv_fuse_d f;   /* the q8_1 epilogue for the next norm */
+    int *cnt;      /* [n/32] zeroed counters (left zero) */
+};
+#define ATT_WO_GROUPS 64 /* 32-row groups per block at most: n <= ATT_CS * 32 * 64 */
+
+/* the stage's bytes: the block's rows x the KV head's units (16 bytes each) */
+__host__ __device__ inline int64_t att_wo_stage(int64_t n, int64_t gd) { return n / ATT_CS * (gd / 32) * 16; }
+
+template <int NW>
+__device__ void attn_wo_tail(const attn_wo_d &wo, const uint8_t *stage, const int8_t *aq, const float2 *ads, int kvh,
+                             int rank, int64_t gd) {
+    typedef mv<TL_TYPE_Q4_0> M;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t n = wo.w.n_out, rows = n / ATT_CS, row0 = rank * rows, upr = gd / 32;
+    cp_async_wait<0>();
+    __syncthreads();
+    /* the slice as a weight: quants from the stage, scales from global */
+    tlc_weight v = wo.w;
+    v.q = (void *)stage;
+    v.q_row = (size_t)upr * 16;
+    v.s = (uint8_t *)wo.w.s + wo.w.s_row * row0 + kvh * upr * 2;
+    const int L = upr < 32 ? (int)upr : 32; /* lanes per row (upr: a power of two, or a multiple of 32) */
+    const int per = 32 / L;                 /* rows per warp and step */
+    for (int64_t rb = (int64_t)w * per; rb < rows; rb += (int64_t)NW * per) {
+        const int64_t r = rb + lane / L;
+        float s = 0;
+        if (r < rows)
+            for (int64_t u = lane % L; u < upr; u += L)
+                s += M::dot(M::template load<true>(v, r, u), v, r, u, NULL, aq, ads);
+        for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane % L == 0 && r < rows) wo.part[(int64_t)kvh * n + row0 + r] = s;
+    }
+    /* the last KV head to finish a group adds all partials in a fixed order */
+    __shared__ int last[ATT_WO_GROUPS];
+    const int64_t ng = rows / 32, g0 = row0 / 32;
+    __threadfence();
+    __syncthreads();
+    for (int64_t t = threadIdx.x; t < ng; t += blockDim.x)
+        last[t] = atomicAdd(&wo.cnt[g0 + t], 1) == (int)gridDim.x - 1;
+    __syncthreads();
+    for (int64_t g = w; g < ng; g += NW) {
+        if (!last[g]) continue;
+        __threadfence();
+        const int64_t i = (g0 + g) * 32 + lane;
+        float o = wo.y[i];
+        for (int k = 0; k < (int)gridDim.x; k++) o += __ldcg(wo.part + (int64_t)k * n + i);
+        wo.y[i] = o;
+        mv_q8_group(wo.f, g0 + g, o, lane, n);
+        if (lane == 0) wo.cnt[g0 + g] = 0;
+    }
+}
+
 /* mode: ATT_MODE_CLUSTER (contexts of at most ATT_CS splits merge inside
  * the KV head's cluster) | ATT_MODE_EARLY (the first positions' K/V are
  * requested before the wait). The cluster path: the ATT_CS blocks of
@@ -131,15 +200,27 @@ __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT
  * q8_1; a second barrier keeps every block's shared memory alive until
  * read. Longer contexts: up to ATT_SPLITS splits with global partials
  * merged by the last block (an atomic count), as before. */
-template <int D, int GMAX, typename KT, int NW>
+template <int D, int GMAX, typename KT, int NW, bool WO = false>
 __global__ void __launch_bounds__(NW * 32)
 attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, const int32_t *d_pos,
               float scale, float *part, float *out, int8_t *out_q, int64_t n_total, int *cnt, int min_chunk,
-              int mode) {
+              int mode, const attn_wo_d wo) {
     constexpr int E = att_dims<D>::E;
     pdl_trigger();
     const int kvh = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const bool act = lane * E < D;
+    /* WO (grid (n_kv, ATT_CS), one cluster per KV head): the block's Wo
+     * slice into shared memory now; weights are constant, so before the wait */
+    extern __shared__ __align__(16) uint8_t wo_sm[];
+    const int64_t gd = (int64_t)G * D;
+    if constexpr (WO) {
+        const int64_t rows = wo.w.n_out / ATT_CS, upr = gd / 32;
+        const uint8_t *src = (const uint8_t *)wo.w.q + wo.w.q_row * (blockIdx.y * rows) + kvh * upr * 16;
+        const uint32_t dst = (uint32_t)__cvta_generic_to_shared(wo_sm);
+        for (int64_t i = threadIdx.x; i < rows * upr; i += blockDim.x)
+            cp_async16(dst + (uint32_t)(i * 16), src + (i / upr) * wo.w.q_row + (i % upr) * 16, 16);
+        cp_async_commit();
+    }
     /* *d_pos is written by the copy that starts the step, the cache below
      * it by earlier steps: no kernel in flight writes either, so both may
      * be read before the wait (the current position's K/V may not) */
@@ -257,10 +338,21 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
                 if (ok) a += cl.map_shared_rank(res, r)[i] * f;
             }
             const float o = a / l;
-            if (ok) out[(int64_t)kvh * G * D + i] = o;
-            if (out_q) warp_q8_1(o, out_q, (float2 *)(out_q + n_total), (int64_t)kvh * G * D + i, lane);
+            if constexpr (WO) {
+                /* every rank gets the KV head's whole output as q8_1 (gd % 32 == 0) */
+                int8_t *aq = (int8_t *)(wo_sm + att_wo_stage(wo.w.n_out, gd));
+                for (int k = 0; k < ATT_CS; k++)
+                    warp_q8_1(o, cl.map_shared_rank(aq, k), (float2 *)cl.map_shared_rank(aq + gd, k), i, lane);
+            } else {
+                if (ok) out[(int64_t)kvh * G * D + i] = o;
+                if (out_q) warp_q8_1(o, out_q, (float2 *)(out_q + n_total), (int64_t)kvh * G * D + i, lane);
+            }
         }
-        cl.sync(); /* no block leaves while another reads its shared memory */
+        cl.sync(); /* no block leaves while another reads its shared memory (WO: all q8_1 written) */
+        if constexpr (WO) {
+            const int8_t *aq = (const int8_t *)(wo_sm + att_wo_stage(wo.w.n_out, gd));
+            attn_wo_tail<NW>(wo, wo_sm, aq, (const float2 *)(aq + gd), kvh, rank, gd);
+        }
         return;
     }
     if (n_split > 1) {
@@ -340,7 +432,59 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     const dim3 grid(n_kv_head, c->att_trim && len > 0 && len <= cl_len ? ATT_CS : ATT_SPLITS);
     return tlc_launch_cl(c, cl, k, grid, dim3((w8 ? 8 : ATT_WARPS) * 32), 0, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
                       d_pos, scale, scratch, out, oq, (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV,
-                      c->att_chunk, mode);
+                      c->att_chunk, mode, attn_wo_d{});
+}
+
+/* the folded attention + Wo (tlc_attn_wo_decode): f16 cache, 8 warps */
+template <int D>
+static cudaError_t attn_wo_launch(tlc_ctx *c, const float *q, const void *kc, const void *vc, int n_head, int n_kv_head,
+                                  int64_t n_ctx, const int32_t *d_pos, float scale, const attn_wo_d &wo) {
+    const int G = n_head / n_kv_head;
+    auto k = attn_decode_k<D, 8, __half, 8, true>;
+    const int64_t gd = (int64_t)G * D;
+    const size_t smem = (size_t)att_wo_stage(wo.w.n_out, gd) + (size_t)gd + (size_t)gd / 32 * sizeof(float2);
+    cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    return tlc_launch_cl(c, dim3(1, ATT_CS), k, dim3(n_kv_head, ATT_CS), dim3(8 * 32), smem, q, (const __half *)kc,
+                         (const __half *)vc, G, n_ctx, d_pos, scale, (float *)NULL, (float *)NULL, (int8_t *)NULL,
+                         (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV, c->att_chunk,
+                         (int)(ATT_MODE_CLUSTER | (c->att_mode & ATT_MODE_EARLY)), wo);
+}
+
+bool tlc_attn_wo_ok(const tlc_ctx *c, const tlc_weight *wo, tl_type kv_type, int n_head, int n_kv_head,
+                    int head_dim) {
+    if (!c->att_wo || !c->att_trim || !(c->att_mode & ATT_MODE_CLUSTER) || c->att_warps != 8) return false;
+    if (c->att_max_len <= 0 || c->att_max_len > tlc_attn_cluster_len(c)) return false; /* the short plan only */
+    if (kv_type != TL_TYPE_F16 || (head_dim != 64 && head_dim != 128) || n_kv_head <= 0 || n_head % n_kv_head ||
+        n_head / n_kv_head > 8 || wo->type != TL_TYPE_Q4_0)
+        return false;
+    const int64_t gd = (int64_t)(n_head / n_kv_head) * head_dim, upr = gd / 32, n = wo->n_out;
+    if (gd % 32 || (upr < 32 && (upr & (upr - 1))) || (upr > 32 && upr % 32)) return false;
+    if (wo->n_in != (int64_t)n_head * head_dim || n % (ATT_CS * 32) || n / (ATT_CS * 32) > ATT_WO_GROUPS) return false;
+    /* the stage beside the attention's static shared memory (~37 KB at D 128) */
+    if (att_wo_stage(n, gd) + gd + gd / 4 > 160 * 1024) return false;
+    /* partials [n_kv][n] in the attention scratch */
+    return (size_t)n_kv_head * (size_t)n <= tlc_attn_decode_scratch(n_head, head_dim);
+}
+
+tl_status tlc_attn_wo_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc, tl_type kv_type, int n_head,
+                             int n_kv_head, int head_dim, int64_t n_ctx, const int32_t *d_pos, float scale,
+                             float *scratch, const tlc_weight *wo, float *y, const tlc_mv_fuse *fz) {
+    if (!tlc_attn_wo_ok(c, wo, kv_type, n_head, n_kv_head, head_dim) || !fz || !fz->out_q)
+        return tl_err(TL_ERR_UNSUPPORTED, "cuda: attention with Wo folded in: not for this shape/type/plan");
+    attn_wo_d d = {};
+    d.w = *wo;
+    d.part = scratch;
+    d.y = y;
+    d.f.out_norm = fz->out_norm;
+    d.f.out_f = fz->out_f;
+    d.f.out_q = (int8_t *)fz->out_q;
+    d.f.out_ss = fz->out_ss;
+    d.cnt = c->mv_cnt;
+    cudaError_t e = head_dim == 64 ? attn_wo_launch<64>(c, q, kc, vc, n_head, n_kv_head, n_ctx, d_pos, scale, d)
+                                   : attn_wo_launch<128>(c, q, kc, vc, n_head, n_kv_head, n_ctx, d_pos, scale, d);
+    TLC_TRY(e, "attention + Wo (decode)");
+    return TL_OK;
 }
 
 template <int D, int GMAX, typename KT>

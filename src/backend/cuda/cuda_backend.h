@@ -237,6 +237,16 @@ size_t tlc_attn_decode_scratch(int n_head, int head_dim);
  * splits. Any length stays correct under any plan, only slower. */
 int64_t tlc_attn_cluster_len(const tlc_ctx *c);
 void tlc_attn_plan(tlc_ctx *c, int64_t max_len);
+/* Decode attention with the Wo projection folded in (one launch instead of
+ * two): y += Wo attn(q, K, V) and the Wo matvec's q8_1 epilogue fz (out_q
+ * required; out_norm/out_f/out_ss as tlc_matvec_fused). Only under a short
+ * plan, f16 cache, head_dim 64/128, Q4_0 Wo: tlc_attn_wo_ok says whether
+ * (and whether TALLOW_CUDA_ATT_WO=1 enabled it). scratch as tlc_attn_decode. */
+bool tlc_attn_wo_ok(const tlc_ctx *c, const tlc_weight *wo, tl_type kv_type, int n_head, int n_kv_head,
+                    int head_dim);
+tl_status tlc_attn_wo_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc, tl_type kv_type, int n_head,
+                             int n_kv_head, int head_dim, int64_t n_ctx, const int32_t *d_pos, float scale,
+                             float *scratch, const tlc_weight *wo, float *y, const tlc_mv_fuse *f);
 /* One query token at position *d_pos attending to [0, *d_pos] (split-K
  * flash decoding + combine). q, out: [n_head][head_dim] f32; out_q (may be
  * NULL) also receives out as q8_1 (tlc_q8_bytes(n_head*head_dim)).

@@ -27,6 +27,8 @@ struct tlc_ctx {
     int att_warps;        /* decode attention: warps per block (4 or 8) */
     int att_mode;         /* decode attention: 1 cluster merge at short context, 2 early K/V
                            * loads, 3 both (TALLOW_CUDA_ATT_MODE; cuda_attn.cu) */
+    bool att_wo;          /* short plan: Wo folded into the attention where it can be
+                           * (tlc_attn_wo_ok); opt-in, TALLOW_CUDA_ATT_WO=1: measured slower */
     bool att_trim;        /* short plan: launch only the cluster's splits (TALLOW_CUDA_ATT_TRIM=0: all) */
     int64_t att_max_len;  /* longest context of the decode attention launches now (0: not
                            * known; tlc_attn_plan) */
@@ -78,6 +80,14 @@ __device__ __forceinline__ void pdl_trigger() {
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
+
+/* cp.async (sm_80+): 16 bytes global -> shared (dst a shared-space address);
+ * src_bytes < 16 fills the rest with zeros (0: all zeros) */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 /* sum / max of v over the 32 lanes of a warp (every lane gets the result) */
 __device__ __forceinline__ float warp_sum(float v) {

@@ -54,6 +54,8 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     c->mv_store_u = env_pow2("TALLOW_CUDA_MV_STORE_U", 8, 0);
     c->mv_glu_u = env_pow2("TALLOW_CUDA_MV_GLU_U", 8, 0);
     c->mv_ks = env_pow2("TALLOW_CUDA_MV_KS", 4, 4);
+    const char *aw2 = getenv("TALLOW_CUDA_ATT_WO");
+    c->att_wo = aw2 && aw2[0] == '1'; /* opt-in: measured slower (cuda_attn.cu) */
     const char *at = getenv("TALLOW_CUDA_ATT_TRIM");
     c->att_trim = !(at && at[0] == '0');
     const char *m2 = getenv("TALLOW_CUDA_MV2");

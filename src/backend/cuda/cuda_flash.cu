@@ -53,13 +53,6 @@ __device__ __forceinline__ void fa_ldm4t(uint32_t r[4], uint32_t addr) {
                  : "r"(addr));
 }
 
-/* 16 bytes global -> shared; src_bytes 0 fills zeros (positions past the
- * last valid one: they may hold anything, and 0 * NaN would poison P V) */
-__device__ __forceinline__ void fa_cp16(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void fa_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void fa_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 template <int D> struct fa_cfg {
     static constexpr int LD = D + 8;                      /* padded row, in halves */
@@ -100,10 +93,12 @@ flash_prefill_k(const float *q, int64_t q_stride, const __half *kc, const __half
             const bool ok = p < kv_end;
             const int64_t ps = ok ? p : 0;
             const uint32_t off = (uint32_t)((stage * C::TILE + r * C::LD + cc * 8) * 2);
-            fa_cp16(sk0 + off, kh + ps * D + cc * 8, ok ? 16 : 0);
-            fa_cp16(sv0 + off, vh + ps * D + cc * 8, ok ? 16 : 0);
+            /* positions past the last valid one are zero-filled: they may
+             * hold anything, and 0 * NaN would poison P V */
+            cp_async16(sk0 + off, kh + ps * D + cc * 8, ok ? 16 : 0);
+            cp_async16(sv0 + off, vh + ps * D + cc * 8, ok ? 16 : 0);
         }
-        fa_commit();
+        cp_async_commit();
     };
     load_tile(0, 0);
 
@@ -142,7 +137,7 @@ flash_prefill_k(const float *q, int64_t q_stride, const __half *kc, const __half
 
     for (int j = 0; j < n_tiles; j++) {
         const int stage = j & 1;
-        fa_wait<0>();
+        cp_async_wait<0>();
         __syncthreads(); /* tile j visible to all; every warp is done with tile j-1 */
         if (j + 1 < n_tiles) load_tile(j + 1, stage ^ 1);
         const uint32_t skt = sk0 + (uint32_t)(stage * C::TILE * 2), svt = sv0 + (uint32_t)(stage * C::TILE * 2);

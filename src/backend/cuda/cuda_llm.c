@@ -8,7 +8,8 @@
  * layer is six launches (llama): QKV matvec (RMSNorm folded in, RoPE and
  * the KV store in its epilogue; qwen: + bias / QK-norm, RoPE+KV launches),
  * split-K attention in one launch (its merge writes the q8_1 of the
- * output), Wo matvec accumulating into the residual whose epilogue writes
+ * output; opt-in, TALLOW_CUDA_ATT_WO=1: with the Wo product folded in,
+ * measured slower), Wo matvec accumulating into the residual whose epilogue writes
  * q8_1(x o ffn_norm) and per-32 sums of x^2, gate/up matvec (norm folded)
  * with SiLU fused, a quantize of the GLU output (a separate launch measured
  * faster than any fused variant: cuda_matvec.cu; none for float down
@@ -591,11 +592,17 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
                                 TL_TYPE_F16, s->n_ctx, d_pos));
         }
         if (m == 1) {
-            /* the split merge also writes the q8_1 input of the Wo matvec */
-            CL_OP("attention", tlc_attn_decode(c, cs->qkv, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd, s->n_ctx,
-                                               d_pos, scale, cs->attn_scr, cs->att, cs->xqb));
             const tlc_mv_fuse fwo = {.out_norm = L->ffn_norm, .out_f = cs->xn, .out_q = cs->xq, .out_ss = cs->ssp};
-            CL_OP("mv wo", tlc_matvec_fused(c, &L->wo, cs->att, cs->xqb, cs->x, TLC_MV_ACCUM, &fwo));
+            if (tlc_attn_wo_ok(c, &L->wo, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd)) {
+                /* short contexts: Wo folded into the attention (one launch) */
+                CL_OP("attention+wo", tlc_attn_wo_decode(c, cs->qkv, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd,
+                                                         s->n_ctx, d_pos, scale, cs->attn_scr, &L->wo, cs->x, &fwo));
+            } else {
+                /* the split merge also writes the q8_1 input of the Wo matvec */
+                CL_OP("attention", tlc_attn_decode(c, cs->qkv, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd,
+                                                   s->n_ctx, d_pos, scale, cs->attn_scr, cs->att, cs->xqb));
+                CL_OP("mv wo", tlc_matvec_fused(c, &L->wo, cs->att, cs->xqb, cs->x, TLC_MV_ACCUM, &fwo));
+            }
             const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = eps};
             /* the down projection's input: f32 for float weights; q8_1 made
              * by each down block itself (in_q8) where that measured faster
