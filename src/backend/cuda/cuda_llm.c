@@ -541,20 +541,17 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             if (il == 0)
                 CL_OP("prep", tlc_act_prep_ss(c, cs->x, L->attn_norm, e, 1, cs->xn, cs->xq, cs->ssp));
             const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = eps};
-            const bool rope_fold = !L->bqkv && !L->q_norm && hp->n_rot == hp->head_dim && !rp.neox;
-            const tlc_rope_kv_args ra = {rp, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos};
-            const tlc_mv_fuse fr = {.in_ss = cs->ssp, .eps = eps, .rope = &ra};
-            if ((L->fused_qkv || L->stacked_qkv) && rope_fold) {
+            if (L->fused_qkv || L->stacked_qkv) {
                 /* llama: RoPE and the KV store in the QKV matvec's epilogue */
+                rope_done = !L->bqkv && !L->q_norm && hp->n_rot == hp->head_dim && !rp.neox;
+                const tlc_rope_kv_args ra = {rp, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos};
+                const tlc_mv_fuse fr = {.in_ss = cs->ssp, .eps = eps, .rope = &ra};
+                const tlc_mv_fuse *fq = rope_done ? &fr : &fin;
+                const char *op = rope_done ? "mv qkv+rope" : "mv qkv";
                 if (L->fused_qkv)
-                    CL_OP("mv qkv+rope", tlc_matvec_fused(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fr));
+                    CL_OP(op, tlc_matvec_fused(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, fq));
                 else
-                    CL_OP("mv qkv+rope", tlc_matvec2_fused(c, &L->qk, &L->wv, cs->xn, cs->xq, cs->qkv, &fr));
-                rope_done = true;
-            } else if (L->fused_qkv) {
-                CL_OP("mv qkv", tlc_matvec_fused(c, &L->qkv, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fin));
-            } else if (L->stacked_qkv) {
-                CL_OP("mv qkv", tlc_matvec2_fused(c, &L->qk, &L->wv, cs->xn, cs->xq, cs->qkv, &fin));
+                    CL_OP(op, tlc_matvec2_fused(c, &L->qk, &L->wv, cs->xn, cs->xq, cs->qkv, fq));
             } else {
                 CL_OP("mv q", tlc_matvec_fused(c, &L->wq, cs->xn, cs->xq, cs->qkv, TLC_MV_STORE, &fin));
                 CL_OP("mv k", tlc_matvec_fused(c, &L->wk, cs->xn, cs->xq, cs->qkv + qd, TLC_MV_STORE, &fin));

@@ -319,9 +319,9 @@ static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf
          * passes either way, 229.4 / 240.8). GLU U 8 / 4 for F16: slower
          * (1B 1,111 and 1,104 vs 1,131; 8B 221.5 vs 229.4). */
         const bool glu = mode == TLC_MV_GLU;
-        constexpr bool flt = T == TL_TYPE_F16 || T == TL_TYPE_BF16 || T == TL_TYPE_F32;
+        constexpr bool f16 = T == TL_TYPE_F16 || T == TL_TYPE_BF16;
         int u = glu ? c->mv_glu_u : c->mv_store_u;
-        if (!u) u = glu || !flt ? 2 : mv<T>::units(w->n_in) <= 32 * 8 && T != TL_TYPE_F32 ? 8 : 4;
+        if (!u) u = glu || !(f16 || T == TL_TYPE_F32) ? 2 : f16 && mv<T>::units(w->n_in) <= 32 * 8 ? 8 : 4;
         const int64_t warps = glu ? n_out : (n_out + 1) / 2;
         auto k = u == 1   ? matvec_k<T, 2, 1, MV_WARPS>
                  : u == 2 ? matvec_k<T, 2, 2, MV_WARPS>
@@ -468,9 +468,10 @@ tl_status tlc_matvec2_fused(tlc_ctx *c, const tlc_weight *w1, const tlc_weight *
                       tl_type_name(w1->type), tl_type_name(w2->type), (long long)w1->n_in, (long long)w2->n_in);
     if (fz && (fz->out_q || fz->in_q8))
         return tl_err(TL_ERR_INVALID, "cuda: stacked matvec: no q8_1 epilogue or in-block quantization");
-    mv_fuse_d f, f2;
+    /* one device form serves both weights; w2 is checked the same way */
+    mv_fuse_d f, f_w2;
     tl_status s = mv_fuse_make(w1, w1->n_out + w2->n_out, xf, xq, TLC_MV_STORE, fz, &f);
-    if (!s) s = mv_fuse_make(w2, w1->n_out + w2->n_out, xf, xq, TLC_MV_STORE, fz, &f2);
+    if (!s) s = mv_fuse_make(w2, w1->n_out + w2->n_out, xf, xq, TLC_MV_STORE, fz, &f_w2);
     if (s) return s;
     const int8_t *q8 = (const int8_t *)xq;
     const float2 *ds = (const float2 *)((const uint8_t *)xq + w1->n_in);
