@@ -130,10 +130,9 @@ __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT
  * the residual y and runs the Wo epilogue (mv_q8_group). Opt-in
  * (TALLOW_CUDA_ATT_WO=1): correct (test_cuda_kernels) but measured slower,
  * 2026-12-01 (tg128, same call): 8B Q4_0 374.5 / 563.1, 1B Q4_0 1,585 /
- * 1,992. Suspected: each lane's Q4_0 scale comes from global memory inside
- * the row loop (32 dependent steps of DRAM latency per block, ~+28 us per
- * layer, as measured); staging the scales beside the quants is the next
- * thing to try (not measured). */
+ * 1,992. Not the scales: with them staged beside the quants (below) it
+ * measured the same, 2026-12-01 (same call: 8B Q4_0 375.3 / 572.4, 1B Q4_0
+ * 1,587 / 2,000); the cause of the ~28 us per layer is not established. */
 struct attn_wo_d {
     tlc_weight w;  /* Wo, Q4_0 [n][n_head*D] */
     float *part;   /* [n_kv][n] */
@@ -143,8 +142,10 @@ struct attn_wo_d {
 };
 #define ATT_WO_GROUPS 64 /* 32-row groups per block at most: n <= ATT_CS * 32 * 64 */
 
-/* the stage's bytes: the block's rows x the KV head's units (16 bytes each) */
-__host__ __device__ inline int64_t att_wo_stage(int64_t n, int64_t gd) { return n / ATT_CS * (gd / 32) * 16; }
+/* the stage's bytes: the block's rows x the KV head's units, 16 quant
+ * bytes each, then their 2-byte scales (rows x upr halves) */
+__host__ __device__ inline int64_t att_wo_qbytes(int64_t n, int64_t gd) { return n / ATT_CS * (gd / 32) * 16; }
+__host__ __device__ inline int64_t att_wo_stage(int64_t n, int64_t gd) { return n / ATT_CS * (gd / 32) * 18; }
 
 template <int NW>
 __device__ void attn_wo_tail(const attn_wo_d &wo, const uint8_t *stage, const int8_t *aq, const float2 *ads, int kvh,
@@ -154,11 +155,12 @@ __device__ void attn_wo_tail(const attn_wo_d &wo, const uint8_t *stage, const in
     const int64_t n = wo.w.n_out, rows = n / ATT_CS, row0 = rank * rows, upr = gd / 32;
     cp_async_wait<0>();
     __syncthreads();
-    /* the slice as a weight: quants from the stage, scales from global */
+    /* the slice as a weight: quants and scales from the stage */
     tlc_weight v = wo.w;
     v.q = (void *)stage;
     v.q_row = (size_t)upr * 16;
-    v.s = (uint8_t *)wo.w.s + wo.w.s_row * row0 + kvh * upr * 2;
+    v.s = (void *)(stage + att_wo_qbytes(n, gd));
+    v.s_row = (size_t)upr * 2;
     const int L = upr < 32 ? (int)upr : 32; /* lanes per row (upr: a power of two, or a multiple of 32) */
     const int per = 32 / L;                 /* rows per warp and step */
     for (int64_t rb = (int64_t)w * per; rb < rows; rb += (int64_t)NW * per) {
@@ -219,6 +221,13 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         const uint32_t dst = (uint32_t)__cvta_generic_to_shared(wo_sm);
         for (int64_t i = threadIdx.x; i < rows * upr; i += blockDim.x)
             cp_async16(dst + (uint32_t)(i * 16), src + (i / upr) * wo.w.q_row + (i % upr) * 16, 16);
+        /* then the scales (upr halves per row, upr % 8 == 0: whole 16-byte
+         * pieces), so the tail's row loop reads no global memory */
+        const int64_t spr = upr / 8; /* 16-byte pieces per row */
+        const uint8_t *ssrc = (const uint8_t *)wo.w.s + wo.w.s_row * (blockIdx.y * rows) + kvh * upr * 2;
+        const uint32_t sdst = dst + (uint32_t)att_wo_qbytes(wo.w.n_out, gd);
+        for (int64_t i = threadIdx.x; i < rows * spr; i += blockDim.x)
+            cp_async16(sdst + (uint32_t)(i * 16), ssrc + (i / spr) * wo.w.s_row + (i % spr) * 16, 16);
         cp_async_commit();
     }
     /* *d_pos is written by the copy that starts the step, the cache below
@@ -460,6 +469,8 @@ bool tlc_attn_wo_ok(const tlc_ctx *c, const tlc_weight *wo, tl_type kv_type, int
         return false;
     const int64_t gd = (int64_t)(n_head / n_kv_head) * head_dim, upr = gd / 32, n = wo->n_out;
     if (gd % 32 || (upr < 32 && (upr & (upr - 1))) || (upr > 32 && upr % 32)) return false;
+    /* the scales are staged in 16-byte pieces */
+    if (upr % 8 || wo->s_row % 16) return false;
     if (wo->n_in != (int64_t)n_head * head_dim || n % (ATT_CS * 32) || n / (ATT_CS * 32) > ATT_WO_GROUPS) return false;
     /* the stage beside the attention's static shared memory (~37 KB at D 128) */
     if (att_wo_stage(n, gd) + gd + gd / 4 > 160 * 1024) return false;
