@@ -31,7 +31,9 @@
  *    quantizes the f32 input into shared memory after the wait, while its
  *    first weights are in flight, so the producer needs no q8_1 at all.
  *    Measured 2026-11-30 (tg128, same binary): Q8_0 down +2.4%, but Q4_0
- *    8B -1.0%, 1B -3.9%, Q4_K_M -9.2%; so the engine uses it for Q8_0 only.
+ *    8B -1.0%, 1B -3.9%, Q4_K_M -9.2% (16 x 2 blocks); 2026-12-01, in the
+ *    32 x 1 blocks: 8B Q4_0 +1.3-1.7%, 1B Q4_0 -2%, Q4_K_M -2.4%; so the
+ *    engine uses it for Q8_0 and for Q4_0 rows of several passes (8B down).
  * The per-type unit traits and the epilogue helpers are in cuda_mv.cuh; an
  * opt-in variant that streams the weights through shared memory instead
  * (measured slower) is cuda_mvstream.cu.
@@ -56,20 +58,22 @@ __device__ __forceinline__ void mv_load(typename M::W (&v)[U][R], const tlc_weig
 }
 
 /* q8_1 of x [n] (n % 32 == 0) by the block's nw warps into q [n] and ds
- * [n/32]: 8 lanes per 32-value group, 4 values each, 8 float4 loads per
- * lane in flight; the same arithmetic as act_prep_k, so the same bytes. */
+ * [n/32]: 8 lanes per 32-value group, 4 values each, KB float4 loads per
+ * lane in flight (2 in 1024-thread blocks, whose 64 registers the weights
+ * share: 4 spilled there); the same arithmetic as act_prep_k, so the same bytes. */
+template <int KB>
 __device__ __forceinline__ void mv_block_q8(const float *x, int64_t n, int8_t *q, float2 *ds, int nw) {
     const int lane = threadIdx.x & 31;
     const int64_t n4 = n / 4, stride = (int64_t)nw * 32;
-    for (int64_t i0 = (int64_t)(threadIdx.x >> 5) * 32; i0 < n4; i0 += 8 * stride) { /* warp-uniform */
-        float4 v[8];
+    for (int64_t i0 = (int64_t)(threadIdx.x >> 5) * 32; i0 < n4; i0 += KB * stride) { /* warp-uniform */
+        float4 v[KB];
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
+        for (int k = 0; k < KB; k++) {
             const int64_t i = i0 + k * stride + lane;
             v[k] = i < n4 ? ldx((const float4 *)x + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
+        for (int k = 0; k < KB; k++) {
             const int64_t i = i0 + k * stride + lane;
             float m = fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w)));
             m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
@@ -157,7 +161,7 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
             if (IQ) {
                 /* q8_1 of the f32 input into shared memory, while the weights fly */
                 extern __shared__ __align__(16) uint8_t mv_sm[];
-                mv_block_q8(xf, w.n_in, (int8_t *)mv_sm, (float2 *)(mv_sm + w.n_in), W);
+                mv_block_q8<W >= 32 ? 2 : 8>(xf, w.n_in, (int8_t *)mv_sm, (float2 *)(mv_sm + w.n_in), W);
                 __syncthreads();
                 xq = (const int8_t *)mv_sm;
                 xds = (const float2 *)(mv_sm + w.n_in);
@@ -269,10 +273,21 @@ matvec2_k(const tlc_weight w1, const tlc_weight w2, int64_t nb1, const float *xf
                                                    blockIdx.x - nb1, w1.n_out);
 }
 
+/* the accumulate matvecs with the q8_1 epilogue in blocks of 32 warps x 1
+ * row (the lean layout; measured below), and its blocks per 32-row group */
+static bool mv_lean(const tlc_ctx *c, tl_type t) {
+    return c->mv_lean == 1 || (c->mv_lean < 0 && t != TL_TYPE_Q8_0);
+}
+static int mv_lean_ks(const tlc_ctx *c, int64_t n_out) {
+    int ks = 1;
+    while (ks < c->mv_ks && (int64_t)tlc_div_up(n_out, 32) * ks * 2 <= c->n_sm) ks *= 2;
+    return ks;
+}
+
 /* epilogue: TLC_EPI_SPLIT (a separate act_prep_ss launch), TLC_EPI_COUNT
  * (the last block of each group, 4-warp blocks), TLC_EPI_BLOCK (blocks of
  * exactly 32 outputs: GLU 4 warps x 8 outputs, accumulate 32 warps x 1 row,
- * or 16 warps x 2 rows for Q8_0 and with in-block input quantization) */
+ * or 16 warps x 2 rows for Q8_0) */
 template <int T, bool IQ>
 static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq,
                                 const float2 *xds, float *y, int mode, const mv_fuse_d &f) {
@@ -287,16 +302,16 @@ static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf
         /* 32 warps x 1 row (4 units per lane, 64 registers) instead of 16 x 2:
          * measured 2026-11-30 (tg128, same call): 1B F16 927 -> 995, 1B Q4_0
          * 1772 -> 1825, 8B Q4_0 521 -> 540, Q4_K_M 473 -> 478, but Q8_0 369
-         * -> 307; not with the in-block quantization (it spills there) */
-        if (!IQ && (c->mv_lean == 1 || (c->mv_lean < 0 && T != TL_TYPE_Q8_0))) {
+         * -> 307. With the in-block quantization since 2026-12-01 (its
+         * prologue at 2 float4 per lane: no spill) */
+        if (mv_lean(c, (tl_type)T)) {
             /* fewer groups than SMs (1B: 64 groups of 2048 rows): a cluster
              * of 2 or 4 blocks per group, each a slice of the rows, so
              * twice or four times the SMs stream the matrix */
-            int ks = 1;
-            while (ks < c->mv_ks && (int64_t)g.x * ks * 2 <= c->n_sm) ks *= 2;
-            auto k = ks == 4 ? matvec_k<T, 1, 4, 32, false, 4> : ks == 2 ? matvec_k<T, 1, 4, 32, false, 2>
-                                                                         : matvec_k<T, 1, 4, 32, false, 1>;
-            return tlc_launch_cl(c, dim3(ks), k, dim3(g.x * ks), dim3(1024), 0, *w, xf, xq, xds, y, mode, n_out, f,
+            const int ks = mv_lean_ks(c, n_out);
+            auto k = ks == 4 ? matvec_k<T, 1, 4, 32, IQ, 4> : ks == 2 ? matvec_k<T, 1, 4, 32, IQ, 2>
+                                                                      : matvec_k<T, 1, 4, 32, IQ, 1>;
+            return tlc_launch_cl(c, dim3(ks), k, dim3(g.x * ks), dim3(1024), sm, *w, xf, xq, xds, y, mode, n_out, f,
                                  c->mv_cnt);
         }
         return tlc_launch(c, matvec_k<T, 2, 4, 16, IQ>, g, dim3(512), sm, *w, xf, xq, xds, y, mode, n_out,
@@ -356,8 +371,20 @@ bool tlc_mv_in_q8_ok(const tlc_weight *w) {
 
 bool tlc_mv_in_q8_use(const tlc_ctx *c, const tlc_weight *w) {
     if (!tlc_mv_in_q8_ok(w) || c->inq == 0) return false;
+    if (c->inq == 1) return true;
     /* the streaming kernel reads the q8_1 that the GLU's epilogue writes */
-    return c->inq == 1 || (w->type == TL_TYPE_Q8_0 && !mvs_supported(c, w, TLC_MV_ACCUM));
+    if (mvs_supported(c, w, TLC_MV_ACCUM)) return false;
+    /* Q4_0 in the lean layout where each warp's slice of a row takes more
+     * than two passes of 4 units, so the prologue hides behind the passes
+     * after it. Measured 2026-12-01 (tg128, same calls, everywhere / the
+     * old rule, TALLOW_CUDA_INQ=1 / 2): 8B Q4_0 (down: 3.5 passes) 567.8 /
+     * 560.6 and 564.1 / 559.8; 1B Q4_0 (1 pass per cluster rank) 1,947 /
+     * 1,992 and 1,936 / 1,967; Q4_K_M 493.0 / 505.5 (so not the K-quants).
+     * With this rule, 8B Q4_0 INQ=2 / 0: 567.8 / 560.6, 568.2 / 558.9. */
+    if (w->type == TL_TYPE_Q4_0 && c->epi_acc == TLC_EPI_BLOCK && mv_lean(c, w->type) &&
+        mv<TL_TYPE_Q4_0>::units(w->n_in) / mv_lean_ks(c, w->n_out) > 2 * 32 * 4)
+        return true;
+    return w->type == TL_TYPE_Q8_0;
 }
 
 void tlc_set_mv_epilogue(tlc_ctx *c, int glu, int acc) {
