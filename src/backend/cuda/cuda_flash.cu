@@ -53,7 +53,6 @@ __device__ __forceinline__ void fa_ldm4t(uint32_t r[4], uint32_t addr) {
                  : "r"(addr));
 }
 
-
 template <int D> struct fa_cfg {
     static constexpr int LD = D + 8;                      /* padded row, in halves */
     static constexpr int TILE = FA_BK * LD;               /* halves per K (or V) tile */
