@@ -1445,14 +1445,22 @@ int main(int argc, char **argv) {
     /* decode under each plan: short (the cluster's splits only), long (no
      * cluster), and a short plan that a longer context oversteps */
     {
-        const int64_t cl = tlc_attn_cluster_len(c);
-        for (int pos : {0, 9, 77, 127}) {
-            test_attention(c, 128, 32, 8, 1024, pos, true, 1, cl);
-            test_attention(c, 64, 32, 8, 1024, pos, true, 1, cl);
-            test_attention(c, 128, 32, 8, 1024, pos, true, 1, 1024);
+        /* each under the cluster merge as configured, and with the other
+         * merge variant (gather into rank 0, TALLOW_CUDA_ATT_MODE bit 4) */
+        const int keep = c->att_mode;
+        for (int gm : {keep, keep ^ 4}) {
+            c->att_mode = gm;
+            const int64_t cl = tlc_attn_cluster_len(c);
+            for (int pos : {0, 9, 77, 127}) {
+                test_attention(c, 128, 32, 8, 1024, pos, true, 1, cl);
+                test_attention(c, 64, 32, 8, 1024, pos, true, 1, cl);
+                test_attention(c, 128, 32, 8, 1024, pos, true, 1, 1024);
+                test_attention(c, 128, 64, 8, 1024, pos, true, 1, cl); /* 8 heads per KV head */
+            }
+            test_attention(c, 128, 32, 8, 4096, 3000, true, 1, cl);
+            test_attention(c, 64, 16, 8, 1024, 500, true, 1, cl);
         }
-        test_attention(c, 128, 32, 8, 4096, 3000, true, 1, cl);
-        test_attention(c, 64, 16, 8, 1024, 500, true, 1, cl);
+        c->att_mode = keep;
     }
     test_attention(c, 128, 16, 8, 1024, 100, true, 1);   /* qwen3-0.6b grouping */
     test_attention(c, 128, 32, 8, 1024, 0, true, 65);    /* prefill from 0 */

@@ -31,6 +31,22 @@
  *    per block instead of 8 with it: 8B Q4_0 570.4 / 563.1 and 570.8 /
  *    561.9, but 1B Q4_0 1,962 / 1,994, Q4_K_M 505.3 / 506.9 and depth
  *    4096 309.7 / 323.2, so 8 stays.
+ *    The cluster merge has two forms. Read: after a cluster barrier each
+ *    rank reads every rank's (m, l) and sums from distributed shared
+ *    memory for its share of the outputs, and a second barrier keeps them
+ *    alive until read. Gather (ATT_MODE_GATHER): every rank writes its
+ *    sums into rank 0's shared memory (the barrier phase that makes that
+ *    legal, every block started, is arrived at on entry and waited for
+ *    after the walk), one release/acquire barrier, and rank 0 alone merges
+ *    from local memory and writes the output and its q8_1; the others
+ *    leave. Timed inside one launch (globaltimer/clock64 stamps, 2026-12-01,
+ *    head_dim 64, 1 position): of ~7,000 cycles from the PDL wait to the
+ *    exit, the read merge took ~1,700 and its barriers ~1,500. Measured
+ *    (tg128, same call, TALLOW_CUDA_ATT_MODE 3 / 7): 1B F16 1,125.7 /
+ *    1,140.1 and 1,130.8 / 1,145.6, 1B Q4_0 1,972.9 / 2,011.4 and
+ *    1,979.4 / 2,010.9, but 8B Q4_0 (4 x 128 outputs per KV head: two per
+ *    rank-0 thread) 566.8 / 566.1 and 566.1 / 561.1; so gather where rank
+ *    0 merges at most one output per thread.
  *  - prefill: one warp per (query token, kv head), causal range: the path
  *    for f32 caches and head sizes other than 64/128; f16 caches with those
  *    go to the tensor-core flash attention of cuda_flash.cu.
@@ -42,7 +58,7 @@
 #define ATT_SPLITS 32
 #define ATT_WARPS 4 /* prefill walk; decode: c->att_warps (8 or 4) */
 #define ATT_CS 8 /* blocks per cluster: the splits of one KV head at short context */
-enum { ATT_MODE_CLUSTER = 1, ATT_MODE_EARLY = 2 };
+enum { ATT_MODE_CLUSTER = 1, ATT_MODE_EARLY = 2, ATT_MODE_GATHER = 4 };
 
 template <typename KT> __device__ __forceinline__ float kv_f(KT v);
 template <> __device__ __forceinline__ float kv_f<float>(float v) { return v; }
@@ -239,6 +255,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     if (chunk < min_chunk) chunk = min_chunk;
     int n_split = (int)((kv_len + chunk - 1) / chunk); /* the same in every block */
     const bool clus = (mode & ATT_MODE_CLUSTER) && n_split <= ATT_CS;
+    const bool gather = !WO && clus && (mode & ATT_MODE_GATHER);
     if (clus) {
         if (blockIdx.y >= ATT_CS) {
             pdl_wait();
@@ -246,6 +263,9 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         }
         n_split = ATT_CS;
         chunk = (kv_len + ATT_CS - 1) / ATT_CS;
+        /* gather: the first barrier phase (every block of the cluster has
+         * started) arrives now and is waited for after the walk */
+        if (gather) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
     } else if ((int)blockIdx.y >= n_split) {
         pdl_wait();
         return;
@@ -300,6 +320,17 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     const int64_t stride = D + 2;
     __shared__ float res[GMAX * D]; /* [G][D] the final output (for its q8_1) */
     __shared__ float cml[GMAX][2];  /* cluster path: this block's (m, l) per head */
+    /* gather: rank 0's dynamic shared memory [ATT_CS][G * D] sums, then
+     * [ATT_CS][G] (m, l) pairs, written by every rank */
+    float *g0 = NULL;
+    int rank = 0;
+    if (gather) {
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        rank = (int)cl.block_rank();
+        asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+        g0 = cl.map_shared_rank((float *)wo_sm, 0);
+    }
     for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
         int g = i / D, d = i % D;
         float mx = -INFINITY;
@@ -310,7 +341,13 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
             l += sm[w2][g][1] * f;
             a += sacc[w2][g][d] * f;
         }
-        if (clus) {
+        if (gather) {
+            g0[rank * G * D + i] = a; /* unnormalized, relative to mx */
+            if (d == 0) {
+                g0[ATT_CS * G * D + (rank * G + g) * 2] = mx;
+                g0[ATT_CS * G * D + (rank * G + g) * 2 + 1] = l;
+            }
+        } else if (clus) {
             res[i] = a; /* unnormalized, relative to mx */
             if (d == 0) { cml[g][0] = mx; cml[g][1] = l; }
         } else if (n_split == 1) {
@@ -321,6 +358,35 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
             if (d == 0) { o[0] = mx; o[1] = l; }
             o[2 + d] = a;
         }
+    }
+    if (gather) {
+        /* the second phase: every rank's sums are in rank 0, which merges
+         * them from its own shared memory; the others leave (nobody reads
+         * their shared memory) */
+        asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+        asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+        if (rank != 0) return;
+        const float *ps = (const float *)wo_sm, *pm = ps + ATT_CS * G * D;
+        for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
+            const int g = i / D;
+            float mr[ATT_CS], mx = -INFINITY;
+#pragma unroll
+            for (int r = 0; r < ATT_CS; r++) mx = fmaxf(mx, mr[r] = pm[(r * G + g) * 2]);
+            float l = 0, a = 0;
+#pragma unroll
+            for (int r = 0; r < ATT_CS; r++) {
+                const float f = mr[r] == -INFINITY ? 0.0f : __expf(mr[r] - mx);
+                l += pm[(r * G + g) * 2 + 1] * f;
+                a += ps[r * G * D + i] * f;
+            }
+            out[(int64_t)kvh * G * D + i] = res[i] = a / l;
+        }
+        if (!out_q) return;
+        __syncthreads();
+        for (int b = w; b < G * D / 32; b += NW)
+            warp_q8_1(res[b * 32 + lane], out_q, (float2 *)(out_q + n_total), (int64_t)kvh * G * D + b * 32 + lane,
+                      lane);
+        return;
     }
     if (clus) {
         namespace cg = cooperative_groups;
@@ -436,10 +502,21 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     /* clusters only where the cluster merge may run; only the cluster's
      * splits where it serves every context of the plan (tlc_attn_plan) */
     const int64_t len = c->att_max_len, cl_len = tlc_attn_cluster_len(c);
-    const int mode = len > cl_len ? c->att_mode & ~ATT_MODE_CLUSTER : c->att_mode;
+    int mode = len > cl_len ? c->att_mode & ~ATT_MODE_CLUSTER : c->att_mode;
+    /* the gather merge where rank 0 merges at most one output per thread
+     * (measured: head_dim 64 faster, 8B's 4 x 128 outputs slower; cuda_attn
+     * header) */
+    if (G * D > (w8 ? 8 : ATT_WARPS) * 32) mode &= ~ATT_MODE_GATHER;
     const dim3 cl(1, mode & ATT_MODE_CLUSTER ? ATT_CS : 1);
     const dim3 grid(n_kv_head, c->att_trim && len > 0 && len <= cl_len ? ATT_CS : ATT_SPLITS);
-    return tlc_launch_cl(c, cl, k, grid, dim3((w8 ? 8 : ATT_WARPS) * 32), 0, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
+    /* the gather merge's buffer in rank 0 (ATT_MODE_GATHER) */
+    size_t smem = 0;
+    if ((mode & ATT_MODE_CLUSTER) && (mode & ATT_MODE_GATHER)) {
+        smem = (size_t)ATT_CS * ((size_t)G * D + 2 * (size_t)G) * sizeof(float);
+        cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    return tlc_launch_cl(c, cl, k, grid, dim3((w8 ? 8 : ATT_WARPS) * 32), smem, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
                       d_pos, scale, scratch, out, oq, (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV,
                       c->att_chunk, mode, attn_wo_d{});
 }

@@ -44,7 +44,7 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     const char *aw = getenv("TALLOW_CUDA_ATT_WARPS");
     c->att_warps = aw && atoi(aw) == 4 ? 4 : 8;
     const char *am = getenv("TALLOW_CUDA_ATT_MODE");
-    c->att_mode = am && am[0] >= '0' && am[0] <= '3' ? am[0] - '0' : 3;
+    c->att_mode = am && am[0] >= '0' && am[0] <= '7' ? am[0] - '0' : 7;
     const char *ml = getenv("TALLOW_CUDA_MV_LEAN");
     c->mv_lean = ml && (ml[0] == '0' || ml[0] == '1') ? ml[0] - '0' : -1;
     const char *ms = getenv("TALLOW_CUDA_MV_STREAM");
