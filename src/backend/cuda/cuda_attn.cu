@@ -208,9 +208,39 @@ __device__ void attn_wo_tail(const attn_wo_d &wo, const uint8_t *stage, const in
     }
 }
 
+/* the merge of the ATT_CS ranks of a KV head's cluster for one output:
+ * sum_r a_r e^(m_r - mx) / sum_r l_r e^(m_r - mx), with ml(r) rank r's
+ * (m, l) and a(r) its unnormalized sum (the read and gather merges differ
+ * only in where those live) */
+template <typename ML, typename A> __device__ __forceinline__ float att_merge_ranks(ML &&ml, A &&a_of) {
+    float2 v[ATT_CS];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < ATT_CS; r++) mx = fmaxf(mx, (v[r] = ml(r)).x);
+    float l = 0, a = 0;
+#pragma unroll
+    for (int r = 0; r < ATT_CS; r++) {
+        const float f = v[r].x == -INFINITY ? 0.0f : __expf(v[r].x - mx);
+        l += v[r].y * f;
+        a += a_of(r) * f;
+    }
+    return a / l;
+}
+
+/* q8_1 of a KV head's n outputs (n % 32 == 0) from shared memory res, by
+ * the block's NW warps, at index base of out_q (n_total quants, then the
+ * (d, d*sum) pairs) */
+template <int NW>
+__device__ __forceinline__ void att_out_q8(const float *res, int n, int8_t *out_q, int64_t n_total, int64_t base) {
+    const int lane = threadIdx.x & 31;
+    for (int b = threadIdx.x >> 5; b < n / 32; b += NW)
+        warp_q8_1(res[b * 32 + lane], out_q, (float2 *)(out_q + n_total), base + b * 32 + lane, lane);
+}
+
 /* mode: ATT_MODE_CLUSTER (contexts of at most ATT_CS splits merge inside
  * the KV head's cluster) | ATT_MODE_EARLY (the first positions' K/V are
- * requested before the wait). The cluster path: the ATT_CS blocks of
+ * requested before the wait) | ATT_MODE_GATHER (the cluster merge
+ * gathered into rank 0: file header). The cluster path: the ATT_CS blocks of
  * cluster 0 of a KV head split the context evenly (no minimum chunk: their
  * merge costs no global round trip), each leaves its (m, l, acc) in shared
  * memory, and after a cluster barrier block r merges output groups r,
@@ -343,10 +373,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         }
         if (gather) {
             g0[rank * G * D + i] = a; /* unnormalized, relative to mx */
-            if (d == 0) {
-                g0[ATT_CS * G * D + (rank * G + g) * 2] = mx;
-                g0[ATT_CS * G * D + (rank * G + g) * 2 + 1] = l;
-            }
+            if (d == 0) ((float2 *)(g0 + ATT_CS * G * D))[rank * G + g] = make_float2(mx, l);
         } else if (clus) {
             res[i] = a; /* unnormalized, relative to mx */
             if (d == 0) { cml[g][0] = mx; cml[g][1] = l; }
@@ -366,26 +393,16 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
         asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
         if (rank != 0) return;
-        const float *ps = (const float *)wo_sm, *pm = ps + ATT_CS * G * D;
+        const float *ps = (const float *)wo_sm;
+        const float2 *pm = (const float2 *)(ps + ATT_CS * G * D);
         for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
             const int g = i / D;
-            float mr[ATT_CS], mx = -INFINITY;
-#pragma unroll
-            for (int r = 0; r < ATT_CS; r++) mx = fmaxf(mx, mr[r] = pm[(r * G + g) * 2]);
-            float l = 0, a = 0;
-#pragma unroll
-            for (int r = 0; r < ATT_CS; r++) {
-                const float f = mr[r] == -INFINITY ? 0.0f : __expf(mr[r] - mx);
-                l += pm[(r * G + g) * 2 + 1] * f;
-                a += ps[r * G * D + i] * f;
-            }
-            out[(int64_t)kvh * G * D + i] = res[i] = a / l;
+            out[(int64_t)kvh * G * D + i] = res[i] =
+                att_merge_ranks([&](int r) { return pm[r * G + g]; }, [&](int r) { return ps[r * G * D + i]; });
         }
         if (!out_q) return;
         __syncthreads();
-        for (int b = w; b < G * D / 32; b += NW)
-            warp_q8_1(res[b * 32 + lane], out_q, (float2 *)(out_q + n_total), (int64_t)kvh * G * D + b * 32 + lane,
-                      lane);
+        att_out_q8<NW>(res, G * D, out_q, n_total, (int64_t)kvh * G * D);
         return;
     }
     if (clus) {
@@ -397,22 +414,12 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
             const int64_t i = (int64_t)b * 32 + lane;
             const bool ok = i < G * D;
             const int g = ok ? (int)(i / D) : 0;
-            float mr[ATT_CS], lr[ATT_CS], mx = -INFINITY;
-#pragma unroll
-            for (int r = 0; r < ATT_CS; r++) {
-                const float *ml = cl.map_shared_rank(&cml[g][0], r); /* rank r's (m, l) */
-                mr[r] = ml[0];
-                lr[r] = ml[1];
-                mx = fmaxf(mx, mr[r]);
-            }
-            float l = 0, a = 0;
-#pragma unroll
-            for (int r = 0; r < ATT_CS; r++) {
-                const float f = mr[r] == -INFINITY ? 0.0f : __expf(mr[r] - mx);
-                l += lr[r] * f;
-                if (ok) a += cl.map_shared_rank(res, r)[i] * f;
-            }
-            const float o = a / l;
+            const float o = att_merge_ranks(
+                [&](int r) { /* rank r's (m, l) */
+                    const float *ml = cl.map_shared_rank(&cml[g][0], r);
+                    return make_float2(ml[0], ml[1]);
+                },
+                [&](int r) { return ok ? cl.map_shared_rank(res, r)[i] : 0.0f; });
             if constexpr (WO) {
                 /* every rank gets the KV head's whole output as q8_1 (gd % 32 == 0) */
                 int8_t *aq = (int8_t *)(wo_sm + att_wo_stage(wo.w.n_out, gd));
@@ -474,9 +481,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     if (!out_q) return;
     /* q8_1 of the G*D outputs (G*D % 32 == 0: checked by the caller) */
     __syncthreads();
-    for (int b = w; b < G * D / 32; b += NW)
-        warp_q8_1(res[b * 32 + lane], out_q, (float2 *)(out_q + n_total), (int64_t)kvh * G * D + b * 32 + lane,
-                  lane);
+    att_out_q8<NW>(res, G * D, out_q, n_total, (int64_t)kvh * G * D);
 }
 
 int64_t tlc_attn_cluster_len(const tlc_ctx *c) {
@@ -506,7 +511,8 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     /* the gather merge where rank 0 merges at most one output per thread
      * (measured: head_dim 64 faster, 8B's 4 x 128 outputs slower; cuda_attn
      * header) */
-    if (G * D > (w8 ? 8 : ATT_WARPS) * 32) mode &= ~ATT_MODE_GATHER;
+    const int threads = (w8 ? 8 : ATT_WARPS) * 32;
+    if (G * D > threads) mode &= ~ATT_MODE_GATHER;
     const dim3 cl(1, mode & ATT_MODE_CLUSTER ? ATT_CS : 1);
     const dim3 grid(n_kv_head, c->att_trim && len > 0 && len <= cl_len ? ATT_CS : ATT_SPLITS);
     /* the gather merge's buffer in rank 0 (ATT_MODE_GATHER) */
@@ -516,7 +522,7 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    return tlc_launch_cl(c, cl, k, grid, dim3((w8 ? 8 : ATT_WARPS) * 32), smem, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
+    return tlc_launch_cl(c, cl, k, grid, dim3(threads), smem, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
                       d_pos, scale, scratch, out, oq, (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV,
                       c->att_chunk, mode, attn_wo_d{});
 }

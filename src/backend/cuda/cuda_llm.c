@@ -666,12 +666,14 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
     cl_model *cm = cs->cm;
     tlc_ctx *c = cm->c;
     const bool short_ctx = (int64_t)s->n_past + 1 <= tlc_attn_cluster_len(c);
+    /* the longest context the attention launches of this step serve */
+    const int64_t plan_len = short_ctx ? tlc_attn_cluster_len(c) : s->n_ctx;
     if (cs->prof) {
         cs->h_io[0] = s->n_past;
         cs->h_io[1] = tok;
         CL_TRY(tlc_upload(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t)));
         CL_TRY(cl_prof_begin(cs));
-        tlc_attn_plan(c, short_ctx ? tlc_attn_cluster_len(c) : s->n_ctx);
+        tlc_attn_plan(c, plan_len);
         tl_status st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);
         tlc_attn_plan(c, 0);
@@ -683,7 +685,7 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
         CL_TRY(tlc_sync(c));
         CL_TRY(tlc_graph_begin(c));
         /* the attention launches captured now */
-        tlc_attn_plan(c, short_ctx ? tlc_attn_cluster_len(c) : s->n_ctx);
+        tlc_attn_plan(c, plan_len);
         tl_status st = tlc_upload_async(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t));
         if (!st) st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);
