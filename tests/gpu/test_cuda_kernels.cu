@@ -1446,7 +1446,9 @@ int main(int argc, char **argv) {
      * cluster), and a short plan that a longer context oversteps */
     {
         /* each under the cluster merge as configured, and with the other
-         * merge variant (gather into rank 0, TALLOW_CUDA_ATT_MODE bit 4) */
+         * merge variant (gather into the owner ranks, TALLOW_CUDA_ATT_MODE
+         * bit 4: head_dim 128 with 4 and 8 heads per KV head and head_dim
+         * 64 with 8 have 2-4 owners) */
         const int keep = c->att_mode;
         for (int gm : {keep, keep ^ 4}) {
             c->att_mode = gm;
@@ -1456,6 +1458,7 @@ int main(int argc, char **argv) {
                 test_attention(c, 64, 32, 8, 1024, pos, true, 1, cl);
                 test_attention(c, 128, 32, 8, 1024, pos, true, 1, 1024);
                 test_attention(c, 128, 64, 8, 1024, pos, true, 1, cl); /* 8 heads per KV head */
+                test_attention(c, 64, 64, 8, 1024, pos, true, 1, cl);  /* gather: 2 owner ranks */
             }
             test_attention(c, 128, 32, 8, 4096, 3000, true, 1, cl);
             test_attention(c, 64, 16, 8, 1024, 500, true, 1, cl);

@@ -34,19 +34,25 @@
  *    The cluster merge has two forms. Read: after a cluster barrier each
  *    rank reads every rank's (m, l) and sums from distributed shared
  *    memory for its share of the outputs, and a second barrier keeps them
- *    alive until read. Gather (ATT_MODE_GATHER): every rank writes its
- *    sums into rank 0's shared memory (the barrier phase that makes that
- *    legal, every block started, is arrived at on entry and waited for
- *    after the walk), one release/acquire barrier, and rank 0 alone merges
- *    from local memory and writes the output and its q8_1; the others
- *    leave. Timed inside one launch (globaltimer/clock64 stamps, 2026-12-01,
+ *    alive until read. Gather (ATT_MODE_GATHER): each output has an owner
+ *    rank (outputs in chunks of one per thread: rank 0 alone where a KV
+ *    head has at most as many outputs as a block threads, ranks 0-1 for
+ *    8B's 4 x 128); every rank writes its sums into the owners' shared
+ *    memory (the barrier phase that makes that legal, every block
+ *    started, is arrived at on entry and waited for after the walk), one
+ *    release/acquire barrier, and each owner merges its chunk from local
+ *    memory and writes the outputs and their q8_1; the others leave.
+ *    Timed inside one launch (globaltimer/clock64 stamps, 2026-12-01,
  *    head_dim 64, 1 position): of ~7,000 cycles from the PDL wait to the
  *    exit, the read merge took ~1,700 and its barriers ~1,500. Measured
  *    (tg128, same call, TALLOW_CUDA_ATT_MODE 3 / 7): 1B F16 1,125.7 /
  *    1,140.1 and 1,130.8 / 1,145.6, 1B Q4_0 1,972.9 / 2,011.4 and
- *    1,979.4 / 2,010.9, but 8B Q4_0 (4 x 128 outputs per KV head: two per
- *    rank-0 thread) 566.8 / 566.1 and 566.1 / 561.1; so gather where rank
- *    0 merges at most one output per thread.
+ *    1,979.4 / 2,010.9; 8B Q4_0 with rank 0 merging two outputs per
+ *    thread 566.8 / 566.1 and 566.1 / 561.1, so the split over owners
+ *    (2026-12-01, same call, three rounds, TALLOW_CUDA_ATT_SPLITG 1 / 0,
+ *    the latter the read merge there): 8B Q4_0 571.5 / 566.4, 572.8 /
+ *    565.0, 573.5 / 563.3; Qwen3-8B Q4_0 498.6 / 488.5, 499.0 / 485.4,
+ *    498.5 / 488.8 (1B F16, one owner either way: 1,146-1,151 both).
  *  - prefill: one warp per (query token, kv head), causal range: the path
  *    for f32 caches and head sizes other than 64/128; f16 caches with those
  *    go to the tensor-core flash attention of cuda_flash.cu.
@@ -240,8 +246,8 @@ __device__ __forceinline__ void att_out_q8(const float *res, int n, int8_t *out_
 /* mode: ATT_MODE_CLUSTER (contexts of at most ATT_CS splits merge inside
  * the KV head's cluster) | ATT_MODE_EARLY (the first positions' K/V are
  * requested before the wait) | ATT_MODE_GATHER (the cluster merge
- * gathered into rank 0: file header). The cluster path: the ATT_CS blocks of
- * cluster 0 of a KV head split the context evenly (no minimum chunk: their
+ * gathered into owner ranks: file header). The cluster path: the ATT_CS
+ * blocks of cluster 0 of a KV head split the context evenly (no minimum chunk: their
  * merge costs no global round trip), each leaves its (m, l, acc) in shared
  * memory, and after a cluster barrier block r merges output groups r,
  * r + ATT_CS, ... from all ranks' shared memory, writes them and their
@@ -350,16 +356,17 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     const int64_t stride = D + 2;
     __shared__ float res[GMAX * D]; /* [G][D] the final output (for its q8_1) */
     __shared__ float cml[GMAX][2];  /* cluster path: this block's (m, l) per head */
-    /* gather: rank 0's dynamic shared memory [ATT_CS][G * D] sums, then
-     * [ATT_CS][G] (m, l) pairs, written by every rank */
-    float *g0 = NULL;
+    /* gather: output i is merged by rank i / C (C: the block's threads, or
+     * G*D where that is less, so one output per thread; the owners are the
+     * first ceil(G*D / C) ranks), into whose dynamic shared memory every
+     * rank writes its sums [ATT_CS][C] and (m, l) pairs [ATT_CS][G] */
+    const int C = G * D < NW * 32 ? G * D : NW * 32;
     int rank = 0;
     if (gather) {
         namespace cg = cooperative_groups;
         cg::cluster_group cl = cg::this_cluster();
         rank = (int)cl.block_rank();
         asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-        g0 = cl.map_shared_rank((float *)wo_sm, 0);
     }
     for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
         int g = i / D, d = i % D;
@@ -372,8 +379,11 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
             a += sacc[w2][g][d] * f;
         }
         if (gather) {
-            g0[rank * G * D + i] = a; /* unnormalized, relative to mx */
-            if (d == 0) ((float2 *)(g0 + ATT_CS * G * D))[rank * G + g] = make_float2(mx, l);
+            namespace cg = cooperative_groups;
+            float *go = cg::this_cluster().map_shared_rank((float *)wo_sm, i / C);
+            go[rank * C + i % C] = a; /* unnormalized, relative to mx */
+            /* (m, l) of head g where the owner's outputs of head g start */
+            if (d == 0 || i % C == 0) ((float2 *)(go + ATT_CS * C))[rank * G + g] = make_float2(mx, l);
         } else if (clus) {
             res[i] = a; /* unnormalized, relative to mx */
             if (d == 0) { cml[g][0] = mx; cml[g][1] = l; }
@@ -387,22 +397,23 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         }
     }
     if (gather) {
-        /* the second phase: every rank's sums are in rank 0, which merges
-         * them from its own shared memory; the others leave (nobody reads
-         * their shared memory) */
+        /* the second phase: every rank's sums are in their owners, which
+         * merge them from their own shared memory; the other ranks leave
+         * (nobody reads their shared memory) */
         asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
         asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-        if (rank != 0) return;
+        const int i0 = rank * C, n = min(C, G * D - i0); /* this owner's outputs */
+        if (n <= 0) return;
         const float *ps = (const float *)wo_sm;
-        const float2 *pm = (const float2 *)(ps + ATT_CS * G * D);
-        for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
-            const int g = i / D;
-            out[(int64_t)kvh * G * D + i] = res[i] =
-                att_merge_ranks([&](int r) { return pm[r * G + g]; }, [&](int r) { return ps[r * G * D + i]; });
+        const float2 *pm = (const float2 *)(ps + ATT_CS * C);
+        if ((int)threadIdx.x < n) {
+            const int il = threadIdx.x, g = (i0 + il) / D;
+            out[(int64_t)kvh * G * D + i0 + il] = res[il] =
+                att_merge_ranks([&](int r) { return pm[r * G + g]; }, [&](int r) { return ps[r * C + il]; });
         }
         if (!out_q) return;
         __syncthreads();
-        att_out_q8<NW>(res, G * D, out_q, n_total, (int64_t)kvh * G * D);
+        att_out_q8<NW>(res, n, out_q, n_total, (int64_t)kvh * G * D + i0);
         return;
     }
     if (clus) {
@@ -508,17 +519,18 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
      * splits where it serves every context of the plan (tlc_attn_plan) */
     const int64_t len = c->att_max_len, cl_len = tlc_attn_cluster_len(c);
     int mode = len > cl_len ? c->att_mode & ~ATT_MODE_CLUSTER : c->att_mode;
-    /* the gather merge where rank 0 merges at most one output per thread
-     * (measured: head_dim 64 faster, 8B's 4 x 128 outputs slower; cuda_attn
-     * header) */
+    /* the gather merge: one output per thread, over as many owner ranks
+     * as that takes (file header; the owners' chunks are whole q8_1
+     * groups, threads being a multiple of 32); TALLOW_CUDA_ATT_SPLITG=0
+     * keeps it to one owner (the read merge otherwise) */
     const int threads = (w8 ? 8 : ATT_WARPS) * 32;
-    if (G * D > threads) mode &= ~ATT_MODE_GATHER;
+    if (G * D > ATT_CS * threads || (G * D > threads && !c->att_gather_split)) mode &= ~ATT_MODE_GATHER;
     const dim3 cl(1, mode & ATT_MODE_CLUSTER ? ATT_CS : 1);
     const dim3 grid(n_kv_head, c->att_trim && len > 0 && len <= cl_len ? ATT_CS : ATT_SPLITS);
-    /* the gather merge's buffer in rank 0 (ATT_MODE_GATHER) */
+    /* the gather merge's buffer in each owner rank (ATT_MODE_GATHER) */
     size_t smem = 0;
     if ((mode & ATT_MODE_CLUSTER) && (mode & ATT_MODE_GATHER)) {
-        smem = (size_t)ATT_CS * ((size_t)G * D + 2 * (size_t)G) * sizeof(float);
+        smem = (size_t)ATT_CS * ((size_t)(G * D < threads ? G * D : threads) + 2 * (size_t)G) * sizeof(float);
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }

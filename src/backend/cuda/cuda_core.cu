@@ -51,6 +51,8 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     c->mv_stream = ms && ms[0] == '1'; /* opt-in: measured slower (cuda_mvstream.cu) */
     const char *iq = getenv("TALLOW_CUDA_INQ");
     c->inq = iq && iq[0] >= '0' && iq[0] <= '2' ? iq[0] - '0' : 2;
+    const char *sg = getenv("TALLOW_CUDA_ATT_SPLITG");
+    c->att_gather_split = !(sg && sg[0] == '0');
     c->mv_store_u = env_pow2("TALLOW_CUDA_MV_STORE_U", 8, 0);
     c->mv_glu_u = env_pow2("TALLOW_CUDA_MV_GLU_U", 8, 0);
     c->mv_ks = env_pow2("TALLOW_CUDA_MV_KS", 4, 4);
