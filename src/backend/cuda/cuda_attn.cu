@@ -36,7 +36,7 @@
  *    memory for its share of the outputs, and a second barrier keeps them
  *    alive until read. Gather (ATT_MODE_GATHER): each output has an owner
  *    rank (outputs in chunks of one per thread: rank 0 alone where a KV
- *    head has at most as many outputs as a block threads, ranks 0-1 for
+ *    head has at most as many outputs as a block has threads, ranks 0-1 for
  *    8B's 4 x 128); every rank writes its sums into the owners' shared
  *    memory (the barrier phase that makes that legal, every block
  *    started, is arrived at on entry and waited for after the walk), one

@@ -40,7 +40,7 @@ struct tlc_ctx {
     int inq;              /* down projection quantizes its input in-block: 0 never, 1 where
                            * possible, 2 for the types measured faster (TALLOW_CUDA_INQ) */
     bool att_gather_split; /* the gather merge over several owner ranks where a KV head has more
-                           * outputs than a block threads (cuda_attn.cu; TALLOW_CUDA_ATT_SPLITG=0: off) */
+                           * outputs than a block has threads (cuda_attn.cu; TALLOW_CUDA_ATT_SPLITG=0: off) */
     bool mv_stream;       /* decode matvecs through shared memory by the bulk-copy engine
                            * (cuda_mvstream.cu) where the layout allows: TALLOW_CUDA_MV_STREAM=1;
                            * off by default (measured slower, see that file) */
