@@ -360,7 +360,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
      * G*D where that is less, so one output per thread; the owners are the
      * first ceil(G*D / C) ranks), into whose dynamic shared memory every
      * rank writes its sums [ATT_CS][C] and (m, l) pairs [ATT_CS][G] */
-    const int C = G * D < NW * 32 ? G * D : NW * 32;
+    const int C = G * D < NW * 32 ? G * D : NW * 32; /* the launch sizes the buffer by the same C */
     int rank = 0;
     if (gather) {
         namespace cg = cooperative_groups;
@@ -530,6 +530,7 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     /* the gather merge's buffer in each owner rank (ATT_MODE_GATHER) */
     size_t smem = 0;
     if ((mode & ATT_MODE_CLUSTER) && (mode & ATT_MODE_GATHER)) {
+        /* [ATT_CS][C] sums + [ATT_CS][G] (m, l), C as in the kernel */
         smem = (size_t)ATT_CS * ((size_t)(G * D < threads ? G * D : threads) + 2 * (size_t)G) * sizeof(float);
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;

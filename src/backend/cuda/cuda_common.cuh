@@ -26,8 +26,8 @@ struct tlc_ctx {
     int att_chunk;        /* decode attention: fewest positions per split */
     int att_warps;        /* decode attention: warps per block (4 or 8) */
     int att_mode;         /* decode attention bits: 1 cluster merge at short context, 2 early
-                           * K/V loads, 4 that merge gathered into rank 0 (where it measured
-                           * faster); default 7 (TALLOW_CUDA_ATT_MODE; cuda_attn.cu) */
+                           * K/V loads, 4 that merge gathered into owner ranks (one output
+                           * per thread); default 7 (TALLOW_CUDA_ATT_MODE; cuda_attn.cu) */
     bool att_wo;          /* short plan: Wo folded into the attention where it can be
                            * (tlc_attn_wo_ok); opt-in, TALLOW_CUDA_ATT_WO=1: measured slower */
     bool att_trim;        /* short plan: launch only the cluster's splits (TALLOW_CUDA_ATT_TRIM=0: all) */
