@@ -52,6 +52,8 @@ struct tlc_ctx {
                            * along its rows (a cluster; 1, 2 or 4; TALLOW_CUDA_MV_KS) */
     bool mv2;             /* a QKV whose V type differs from Q|K's in one stacked launch
                            * (tlc_matvec2_fused; TALLOW_CUDA_MV2=0: three launches) */
+    bool qkr;             /* Qwen decode: bias, q/k norm, RoPE and KV store in one launch
+                           * (tlc_qk_rope_kv; TALLOW_CUDA_QKR=0: the separate launches) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
                           * (each launch leaves them zero again) */
 };

@@ -572,12 +572,18 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
                       tlc_gemm_ex(c, &L->wv, cs->xn, m, cs->qkv + qd + kvd, qkvd, TLC_MV_STORE, cs->gemm_scr));
             }
         }
-        if (L->bqkv) CL_OP("qkv bias", tlc_add_bias(c, cs->qkv, m, qkvd, L->bqkv, qkvd));
-        if (L->q_norm) {
+        /* qwen decode: the bias, the per-head q/k norms, RoPE and the KV store in one launch */
+        const bool qk_fused = m == 1 && !rope_done && (L->bqkv || L->q_norm) && !L->q_norm == !L->k_norm &&
+                              tlc_qk_rope_kv_ok(c, (int)hd, &rp);
+        if (!qk_fused && L->bqkv) CL_OP("qkv bias", tlc_add_bias(c, cs->qkv, m, qkvd, L->bqkv, qkvd));
+        if (!qk_fused && L->q_norm) {
             CL_OP("q/k norm", tlc_head_rmsnorm(c, cs->qkv, m, qkvd, (int)nh, (int)hd, L->q_norm, eps));
             CL_OP("q/k norm", tlc_head_rmsnorm(c, cs->qkv + qd, m, qkvd, (int)nkv, (int)hd, L->k_norm, eps));
         }
-        if (rope_done) {
+        if (qk_fused) {
+            CL_OP("qk+rope+kv", tlc_qk_rope_kv(c, cs->qkv, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos, &rp,
+                                                L->bqkv, L->q_norm, L->k_norm, eps));
+        } else if (rope_done) {
             /* done in the QKV epilogue */
         } else if (m == 1 && hp->n_rot == hp->head_dim) {
             /* decode: rotate q and k and store k, v into the cache in one launch */
