@@ -870,6 +870,71 @@ static void test_qk_rope_kv(tlc_ctx *c, int hd, int nh, int nkv, bool neox, bool
            neox, with_bias, with_norm, e, bad);
 }
 
+/* The attention with the decode prologue folded in (tlc_attn_decode_pro)
+ * against tlc_qk_rope_kv followed by tlc_attn_decode (both checked against
+ * float64 above), from the same raw [q | k | v] row and cache: the output
+ * and the cache row at *d_pos within 1e-5 relative (the q/k norms sum
+ * their squares in another order; without norms the same bytes), under the
+ * short plan and the long one (positions past a warp's first batch). */
+static void test_attn_pro(tlc_ctx *c, int hd, int nh, int nkv, bool neox, bool with_bias, bool with_norm,
+                          int pos, int64_t plan, int n_ctx) {
+    tlc_rope_params p = {hd, neox, 1000000.0f, 1.0f, NULL};
+    if (!tlc_attn_pro_ok(c, hd, &p) || !tlc_qk_rope_kv_ok(c, hd, &p)) {
+        printf("  skip attention+prologue hd %d: off\n", hd);
+        n_skip++;
+        return;
+    }
+    const int n = (nh + 2 * nkv) * hd;
+    const float eps = 1e-6f, scale = 1.0f / sqrtf((float)hd);
+    std::vector<float> x(n), b(n), qn(hd), kn(hd);
+    for (auto &v : x) v = 2.0f * rnd_normal();
+    for (auto &v : b) v = rnd_normal();
+    for (auto &v : qn) v = 0.5f + rnd_unif();
+    for (auto &v : kn) v = 0.5f + rnd_unif();
+    const size_t cache = (size_t)nkv * n_ctx * hd * 2;
+    std::vector<uint16_t> kvh(cache / 2);
+    dbuf x0(c, n * 4, "qkv 0"), x1(c, n * 4, "qkv 1"), db(c, n * 4, "bias"), dqn(c, hd * 4, "q_norm"),
+        dkn(c, hd * 4, "k_norm"), dp(c, 4, "pos"), k0(c, cache, "k0"), v0(c, cache, "v0"), k1(c, cache, "k1"),
+        v1(c, cache, "v1"), o0(c, (size_t)nh * hd * 4, "o0"), o1(c, (size_t)nh * hd * 4, "o1"),
+        q0(c, tlc_q8_bytes((int64_t)nh * hd), "o0 q8"), q1(c, tlc_q8_bytes((int64_t)nh * hd), "o1 q8"),
+        scr(c, tlc_attn_decode_scratch(nh, hd) * 4, "scratch");
+    up(c, x0, x.data(), n * 4);
+    up(c, x1, x.data(), n * 4);
+    up(c, db, b.data(), n * 4);
+    up(c, dqn, qn.data(), hd * 4);
+    up(c, dkn, kn.data(), hd * 4);
+    up(c, dp, &pos, 4);
+    for (dbuf *d : {&k0, &v0}) {
+        for (auto &v : kvh) v = tl_fp32_to_fp16(rnd_normal());
+        up(c, *d, kvh.data(), cache);
+    }
+    OK(tlc_copy(c, k1.p, k0.p, cache));
+    OK(tlc_copy(c, v1.p, v0.p, cache));
+    const float *bb = with_bias ? db.f() : NULL, *wq = with_norm ? dqn.f() : NULL, *wk = with_norm ? dkn.f() : NULL;
+    o0.poison();
+    o1.poison();
+    tlc_attn_plan(c, plan);
+    OK(tlc_qk_rope_kv(c, x0.f(), nh, nkv, hd, k0.p, v0.p, n_ctx, (const int32_t *)dp.p, &p, bb, wq, wk, eps));
+    OK(tlc_attn_decode(c, x0.f(), k0.p, v0.p, TL_TYPE_F16, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale, scr.f(),
+                       o0.f(), q0.p));
+    OK(tlc_attn_decode_pro(c, x1.f(), k1.p, v1.p, TL_TYPE_F16, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale,
+                           scr.f(), o1.f(), q1.p, &p, bb, wq, wk, eps));
+    tlc_attn_plan(c, 0);
+    std::vector<float> a = down(c, o0, (size_t)nh * hd), r = down(c, o1, (size_t)nh * hd);
+    std::vector<double> ad(a.begin(), a.end());
+    size_t nn;
+    const double e = rel_err(r.data(), ad.data(), ad.size(), &nn);
+    const bool same = memcmp(a.data(), r.data(), a.size() * 4) == 0;
+    const int bad = cache_diffs(c, k0, k1, v0, v1, cache, true);
+    CHECK(e < 1e-5 && bad == 0 && (with_norm || same),
+          "attention+prologue hd %d heads %d/%d neox %d bias %d norm %d pos %d plan %lld: rel err %.3g (%zu "
+          "non-finite), %d cache values differ, %s bytes", hd, nh, nkv, neox, with_bias, with_norm, pos,
+          (long long)plan, e, nn, bad, same ? "same" : "other");
+    printf("  attention+prologue hd %3d heads %2d/%d neox %d bias %d norm %d pos %4d plan %4lld: rel err %.2e (%s), "
+           "%d cache diffs\n", hd, nh, nkv, neox, with_bias, with_norm, pos, (long long)plan, e,
+           same ? "same bytes" : "other bytes", bad);
+}
+
 /* What the QKV+RoPE epilogue checks share: a random input x (n_in) and its
  * q8_1, RoPE parameters with random frequency divisors, and two zeroed
  * caches: 1 for the reference (a plain matvec, then tlc_rope_kv), 2 for the
@@ -1546,6 +1611,18 @@ int main(int argc, char **argv) {
     test_attention(c, 16, 4, 2, 512, 3, false, 12);
     test_rope_kv(c, false);
     test_rope_kv(c, true);
+    {
+        const int64_t cl = tlc_attn_cluster_len(c);
+        for (int pos : {0, 9, 77, 127}) {
+            test_attn_pro(c, 128, 32, 8, true, false, true, pos, cl, 1024); /* Qwen3-8B */
+            test_attn_pro(c, 128, 16, 8, true, true, false, pos, cl, 1024); /* Qwen2 bias */
+            test_attn_pro(c, 64, 32, 8, false, true, true, pos, cl, 1024);  /* adjacent pairs, both */
+            test_attn_pro(c, 16, 4, 2, true, true, true, pos, cl, 1024);    /* the tiny fixtures' size */
+        }
+        test_attn_pro(c, 128, 32, 8, true, false, true, 3000, 4096, 4096); /* long plan, later batches */
+        test_attn_pro(c, 64, 32, 8, false, true, true, 3000, 4096, 4096);
+        test_attn_pro(c, 128, 16, 8, true, true, false, 700, 4096, 4096);
+    }
     for (int hd : {128, 64, 16, 256})
         for (int parts = 1; parts < 4; parts++) {
             test_qk_rope_kv(c, hd, 16, 8, true, parts & 1, parts & 2); /* Qwen: NeoX pairs */

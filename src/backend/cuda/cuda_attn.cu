@@ -243,6 +243,66 @@ __device__ __forceinline__ void att_out_q8(const float *res, int n, int8_t *out_
         warp_q8_1(res[b * 32 + lane], out_q, (float2 *)(out_q + n_total), base + b * 32 + lane, lane);
 }
 
+/* The decode prologue folded into the attention (tlc_attn_decode_pro, for
+ * models whose RoPE is not in the QKV epilogue: Qwen2/3's NeoX pairs, the
+ * QKV bias, Qwen3's per-head q/k RMSNorm): q points at the token's raw
+ * [q | k | v] row; every block makes its G query heads, and the one warp
+ * that walks the current position its k and v, in registers with
+ * tlc_qk_rope_kv's arithmetic in the same order (bias, x * rsqrt(mean x^2
+ * + eps) * w, rotation), writes that k and v into the cache and uses their
+ * cache-rounded values. on == 0: off (the kernel's PRO instances take it). */
+struct att_pro_d {
+    int on, neox, nh, nkv;
+    const float *bias, *qn, *kn, *fdiv;
+    float eps, base, pscale; /* pscale: the position scale (angle = pos / pscale * inv) */
+};
+
+template <typename KT> __device__ __forceinline__ KT kv_t(float v);
+template <> __device__ __forceinline__ float kv_t<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half kv_t<__half>(float v) { return __float2half(v); }
+
+/* head h's D values, E per lane (lane * E + e), made ready in place:
+ * bias (pro.bias row h), RMSNorm with w (NULL: none), rotation by (co, sn)
+ * (rot: q and k heads); every lane of the warp calls it */
+template <int D>
+__device__ __forceinline__ void att_pro_head(const att_pro_d &pro, float (&x)[att_dims<D>::E], int h, const float *w,
+                                             bool rot, const float (&co)[att_dims<D>::E],
+                                             const float (&sn)[att_dims<D>::E], int lane) {
+    constexpr int E = att_dims<D>::E;
+    const bool act = lane * E < D;
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        if (pro.bias && act) x[e] += pro.bias[(int64_t)h * D + lane * E + e];
+    if (w) {
+        float ss = 0;
+#pragma unroll
+        for (int e = 0; e < E; e++) ss += x[e] * x[e];
+        const float sc = rsqrtf(warp_sum(ss) / (float)D + pro.eps);
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            if (act) x[e] = x[e] * sc * w[lane * E + e];
+    }
+    if (!rot) return;
+    if (pro.neox || E == 1) {
+        /* the pair's other value is in another lane: NeoX (d, d + D/2) is
+         * lane ^ 16 (lane ^ D/2 when D < 32), adjacent (d, d + 1) lane ^ 1 */
+        const int off = !pro.neox ? 1 : D >= 32 ? 16 : D / 2;
+        const bool first = pro.neox ? (lane * E) < D / 2 : !(lane & 1);
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            const float o = __shfl_xor_sync(0xffffffffu, x[e], off);
+            x[e] = first ? x[e] * co[e] - o * sn[e] : o * sn[e] + x[e] * co[e];
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e + 1 < E; e += 2) {
+            const float x0 = x[e], x1 = x[e + 1];
+            x[e] = x0 * co[e] - x1 * sn[e];
+            x[e + 1] = x0 * sn[e] + x1 * co[e];
+        }
+    }
+}
+
 /* mode: ATT_MODE_CLUSTER (contexts of at most ATT_CS splits merge inside
  * the KV head's cluster) | ATT_MODE_EARLY (the first positions' K/V are
  * requested before the wait) | ATT_MODE_GATHER (the cluster merge
@@ -254,11 +314,11 @@ __device__ __forceinline__ void att_out_q8(const float *res, int n, int8_t *out_
  * q8_1; a second barrier keeps every block's shared memory alive until
  * read. Longer contexts: up to ATT_SPLITS splits with global partials
  * merged by the last block (an atomic count), as before. */
-template <int D, int GMAX, typename KT, int NW, bool WO = false>
+template <int D, int GMAX, typename KT, int NW, bool WO = false, bool PRO = false>
 __global__ void __launch_bounds__(NW * 32)
 attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, const int32_t *d_pos,
               float scale, float *part, float *out, int8_t *out_q, int64_t n_total, int *cnt, int min_chunk,
-              int mode, const attn_wo_d wo) {
+              int mode, const attn_wo_d wo, const att_pro_d pro) {
     constexpr int E = att_dims<D>::E;
     pdl_trigger();
     const int kvh = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -313,30 +373,84 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     float k0[ATT_P][E] = {}, v0[ATT_P][E] = {};
     const int64_t pw0 = p0 + w;
     if (mode & ATT_MODE_EARLY) att_load<D, KT>(k0, v0, kh, vh, pw0, NW, min(p1, kv_len - 1), lane);
+    /* the prologue's rotation angles of this lane's dims at the current
+     * position (constant inputs: before the wait, off the critical path) */
+    float co[E], sn[E];
+    if constexpr (PRO) {
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            const int d = lane * E + e, pi = pro.neox ? d % (D / 2) : d / 2;
+            float inv = powf(pro.base, -2.0f * (float)pi / (float)D);
+            if (pro.fdiv) inv /= pro.fdiv[pi];
+            sincosf((float)(kv_len - 1) / pro.pscale * inv, &sn[e], &co[e]);
+        }
+    }
     pdl_wait();
     att_state<D, GMAX> st;
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
         st.m[g] = -INFINITY;
         st.l[g] = 0;
+        if constexpr (PRO) {
+            float x[E];
 #pragma unroll
-        for (int e = 0; e < E; e++) {
-            st.acc[g][e] = 0;
-            st.q[g][e] = g < G && act ? q[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
+            for (int e = 0; e < E; e++) {
+                st.acc[g][e] = 0;
+                x[e] = g < G && act ? q[((int64_t)kvh * G + g) * D + lane * E + e] : 0.0f;
+            }
+            if (g < G) att_pro_head<D>(pro, x, kvh * G + g, pro.qn, true, co, sn, lane);
+#pragma unroll
+            for (int e = 0; e < E; e++) st.q[g][e] = x[e] * scale;
+        } else {
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                st.acc[g][e] = 0;
+                st.q[g][e] = g < G && act ? q[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
+            }
         }
     }
     if (mode & ATT_MODE_EARLY) {
-        /* the current position, written by the kernel before, if this batch holds it */
+        /* the current position, written by the kernel before, if this batch
+         * holds it (pro: made here from the raw row, and stored) */
         const int64_t cur = kv_len - 1, j = (cur - pw0) / NW;
-        if (cur >= pw0 && cur < p1 && (cur - pw0) % NW == 0 && j < ATT_P && act)
+        const bool mine = cur >= pw0 && cur < p1 && (cur - pw0) % NW == 0; /* warp-uniform */
+        if constexpr (PRO) {
+            if (mine) {
+                float xk[E], xv[E];
+                const float *kr = q + (int64_t)(pro.nh + kvh) * D, *vr = q + (int64_t)(pro.nh + pro.nkv + kvh) * D;
 #pragma unroll
-            for (int jj = 0; jj < ATT_P; jj++)
-                if (jj == j)
+                for (int e = 0; e < E; e++) {
+                    xk[e] = act ? kr[lane * E + e] : 0.0f;
+                    xv[e] = act ? vr[lane * E + e] : 0.0f;
+                }
+                att_pro_head<D>(pro, xk, pro.nh + kvh, pro.kn, true, co, sn, lane);
+                att_pro_head<D>(pro, xv, pro.nh + pro.nkv + kvh, NULL, false, co, sn, lane);
 #pragma unroll
-                    for (int e = 0; e < E; e++) {
-                        k0[jj][e] = kv_f(kh[cur * D + lane * E + e]);
-                        v0[jj][e] = kv_f(vh[cur * D + lane * E + e]);
-                    }
+                for (int e = 0; e < E; e++) {
+                    if (!act) break;
+                    /* a later batch of this warp reads it back from the cache (same thread) */
+                    const KT kq = kv_t<KT>(xk[e]), vq = kv_t<KT>(xv[e]);
+                    ((KT *)kh)[cur * D + lane * E + e] = kq;
+                    ((KT *)vh)[cur * D + lane * E + e] = vq;
+#pragma unroll
+                    for (int jj = 0; jj < ATT_P; jj++)
+                        if (jj == j) {
+                            k0[jj][e] = kv_f(kq);
+                            v0[jj][e] = kv_f(vq);
+                        }
+                }
+            }
+        } else {
+            if (mine && j < ATT_P && act)
+#pragma unroll
+                for (int jj = 0; jj < ATT_P; jj++)
+                    if (jj == j)
+#pragma unroll
+                        for (int e = 0; e < E; e++) {
+                            k0[jj][e] = kv_f(kh[cur * D + lane * E + e]);
+                            v0[jj][e] = kv_f(vh[cur * D + lane * E + e]);
+                        }
+        }
         att_consume<D, GMAX>(st, G, k0, v0, pw0, NW, p1);
         att_walk<D, GMAX, KT>(st, G, kh, vh, pw0 + ATT_P * NW, p1, NW, lane);
     } else {
@@ -508,13 +622,14 @@ size_t tlc_attn_decode_scratch(int n_head, int head_dim) {
 template <int D, int GMAX, typename KT>
 static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc, const void *vc, int n_head,
                                       int n_kv_head, int64_t n_ctx, const int32_t *d_pos, float scale,
-                                      float *scratch, float *out, void *out_q) {
+                                      float *scratch, float *out, void *out_q, const att_pro_d &pro) {
     const int G = n_head / n_kv_head;
     /* a q8_1 block must not straddle KV-head groups; otherwise the caller quantizes */
     int8_t *oq = (G * D) % 32 == 0 ? (int8_t *)out_q : (int8_t *)NULL;
     /* the two block sizes are two instances of one kernel signature */
     const bool w8 = c->att_warps == 8;
-    auto k = w8 ? attn_decode_k<D, GMAX, KT, 8> : attn_decode_k<D, GMAX, KT, ATT_WARPS>;
+    auto k = pro.on ? (w8 ? attn_decode_k<D, GMAX, KT, 8, false, true> : attn_decode_k<D, GMAX, KT, ATT_WARPS, false, true>)
+                    : (w8 ? attn_decode_k<D, GMAX, KT, 8> : attn_decode_k<D, GMAX, KT, ATT_WARPS>);
     /* clusters only where the cluster merge may run; only the cluster's
      * splits where it serves every context of the plan (tlc_attn_plan) */
     const int64_t len = c->att_max_len, cl_len = tlc_attn_cluster_len(c);
@@ -537,7 +652,7 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     }
     return tlc_launch_cl(c, cl, k, grid, dim3(threads), smem, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
                       d_pos, scale, scratch, out, oq, (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV,
-                      c->att_chunk, mode, attn_wo_d{});
+                      c->att_chunk, mode, attn_wo_d{}, pro);
 }
 
 /* the folded attention + Wo (tlc_attn_wo_decode): f16 cache, 8 warps */
@@ -553,7 +668,7 @@ static cudaError_t attn_wo_launch(tlc_ctx *c, const float *q, const void *kc, co
     return tlc_launch_cl(c, dim3(1, ATT_CS), k, dim3(n_kv_head, ATT_CS), dim3(8 * 32), smem, q, (const __half *)kc,
                          (const __half *)vc, G, n_ctx, d_pos, scale, (float *)NULL, (float *)NULL, (int8_t *)NULL,
                          (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV, c->att_chunk,
-                         (int)(ATT_MODE_CLUSTER | (c->att_mode & ATT_MODE_EARLY)), wo);
+                         (int)(ATT_MODE_CLUSTER | (c->att_mode & ATT_MODE_EARLY)), wo, att_pro_d{});
 }
 
 bool tlc_attn_wo_ok(const tlc_ctx *c, const tlc_weight *wo, tl_type kv_type, int n_head, int n_kv_head,
@@ -663,18 +778,54 @@ static cudaError_t attn_prefill_launch(tlc_ctx *c, const float *q, int64_t qs, c
         }                                                                                         \
     } while (0)
 
-tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc,
-                          tl_type kv_type, int n_head, int n_kv_head, int head_dim, int64_t n_ctx,
-                          const int32_t *d_pos, float scale, float *scratch, float *out, void *out_q) {
+static tl_status attn_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc, tl_type kv_type, int n_head,
+                             int n_kv_head, int head_dim, int64_t n_ctx, const int32_t *d_pos, float scale,
+                             float *scratch, float *out, void *out_q, const att_pro_d &pro) {
     cudaError_t e = cudaSuccess;
     if (n_kv_head > TLC_ATT_MAX_KV)
         return tl_err(TL_ERR_UNSUPPORTED, "cuda: decode attention over %d KV heads (at most %d)", n_kv_head,
                       TLC_ATT_MAX_KV);
-    ATT_DISPATCH(attn_decode_launch, c, q, kc, vc, n_head, n_kv_head, n_ctx, d_pos, scale, scratch, out, out_q);
+    ATT_DISPATCH(attn_decode_launch, c, q, kc, vc, n_head, n_kv_head, n_ctx, d_pos, scale, scratch, out, out_q, pro);
     TLC_TRY(e, "attention (decode)");
     if (out_q && ((n_head / n_kv_head) * head_dim) % 32)
         return tlc_act_prep_ss(c, out, NULL, (int64_t)n_head * head_dim, 1, NULL, out_q, NULL);
     return TL_OK;
+}
+
+tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc, tl_type kv_type, int n_head,
+                          int n_kv_head, int head_dim, int64_t n_ctx, const int32_t *d_pos, float scale,
+                          float *scratch, float *out, void *out_q) {
+    return attn_decode(c, q, kc, vc, kv_type, n_head, n_kv_head, head_dim, n_ctx, d_pos, scale, scratch, out, out_q,
+                       att_pro_d{});
+}
+
+bool tlc_attn_pro_ok(const tlc_ctx *c, int head_dim, const tlc_rope_params *p) {
+    /* the current position is made by the warp that walks it (the early path) */
+    return c->att_pro && (c->att_mode & ATT_MODE_EARLY) && p->n_rot == head_dim;
+}
+
+tl_status tlc_attn_decode_pro(tlc_ctx *c, float *qkv, void *kc, void *vc, tl_type kv_type, int n_head, int n_kv_head,
+                              int head_dim, int64_t n_ctx, const int32_t *d_pos, float scale, float *scratch,
+                              float *out, void *out_q, const tlc_rope_params *p, const float *bias,
+                              const float *q_norm, const float *k_norm, float eps) {
+    if (!tlc_attn_pro_ok(c, head_dim, p))
+        return tl_err(TL_ERR_UNSUPPORTED, "cuda: attention with the decode prologue: needs n_rot == head_dim and "
+                      "the early K/V path (head_dim %d, n_rot %d)", head_dim, p->n_rot);
+    if (!q_norm != !k_norm) return tl_err(TL_ERR_INVALID, "cuda: attention prologue needs both q/k norm weights");
+    att_pro_d pro = {};
+    pro.on = 1;
+    pro.neox = p->neox ? 1 : 0;
+    pro.nh = n_head;
+    pro.nkv = n_kv_head;
+    pro.bias = bias;
+    pro.qn = q_norm;
+    pro.kn = k_norm;
+    pro.fdiv = p->freq_div;
+    pro.eps = eps;
+    pro.base = p->base;
+    pro.pscale = p->scale > 0 ? p->scale : 1.0f;
+    return attn_decode(c, qkv, kc, vc, kv_type, n_head, n_kv_head, head_dim, n_ctx, d_pos, scale, scratch, out, out_q,
+                       pro);
 }
 
 tl_status tlc_attn_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,

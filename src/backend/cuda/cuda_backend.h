@@ -257,6 +257,17 @@ tl_status tlc_attn_wo_decode(tlc_ctx *c, const float *q, const void *kc, const v
 tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc,
                           tl_type kv_type, int n_head, int n_kv_head, int head_dim, int64_t n_ctx,
                           const int32_t *d_pos, float scale, float *scratch, float *out, void *out_q);
+/* tlc_attn_decode with tlc_qk_rope_kv folded in (one launch instead of
+ * two): qkv is the token's raw [q | k | v] row (QKV matvec output, before
+ * bias/norm/RoPE); the attention makes q, and the current position's k and
+ * v (which it also stores into the cache at *d_pos), itself. bias, q_norm
+ * and k_norm as tlc_qk_rope_kv (NULL: none). tlc_attn_pro_ok: n_rot ==
+ * head_dim and the early K/V path on (TALLOW_CUDA_ATT_PRO=0 turns it off). */
+bool tlc_attn_pro_ok(const tlc_ctx *c, int head_dim, const tlc_rope_params *p);
+tl_status tlc_attn_decode_pro(tlc_ctx *c, float *qkv, void *kc, void *vc, tl_type kv_type, int n_head, int n_kv_head,
+                              int head_dim, int64_t n_ctx, const int32_t *d_pos, float scale, float *scratch,
+                              float *out, void *out_q, const tlc_rope_params *p, const float *bias,
+                              const float *q_norm, const float *k_norm, float eps);
 /* Decode-time fusion of RoPE and the KV store for one token's [q | k | v]
  * row (n_head + 2 n_kv_head heads): rotates q and k in place and writes the
  * rotated k and v into the cache at *d_pos (n_rot == head_dim only). */

@@ -54,6 +54,8 @@ struct tlc_ctx {
                            * (tlc_matvec2_fused; TALLOW_CUDA_MV2=0: three launches) */
     bool qkr;             /* Qwen decode: bias, q/k norm, RoPE and KV store in one launch
                            * (tlc_qk_rope_kv; TALLOW_CUDA_QKR=0: the separate launches) */
+    bool att_pro;         /* Qwen decode: that launch folded into the attention
+                           * (tlc_attn_decode_pro; TALLOW_CUDA_ATT_PRO=0: separate) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
                           * (each launch leaves them zero again) */
 };

@@ -64,6 +64,8 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     c->mv2 = !(m2 && m2[0] == '0');
     const char *qkr = getenv("TALLOW_CUDA_QKR");
     c->qkr = !(qkr && qkr[0] == '0');
+    const char *apr = getenv("TALLOW_CUDA_ATT_PRO");
+    c->att_pro = !(apr && apr[0] == '0');
     const char *nf = getenv("TALLOW_CUDA_NO_FLASH");
     c->flash = !(nf && nf[0] == '1');
     const char *epi = getenv("TALLOW_CUDA_EPI"); /* "G,A": variants for GLU and accumulate */

@@ -580,7 +580,12 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             CL_OP("q/k norm", tlc_head_rmsnorm(c, cs->qkv, m, qkvd, (int)nh, (int)hd, L->q_norm, eps));
             CL_OP("q/k norm", tlc_head_rmsnorm(c, cs->qkv + qd, m, qkvd, (int)nkv, (int)hd, L->k_norm, eps));
         }
-        if (qk_fused) {
+        /* and that launch folded into the attention's start */
+        const bool att_pro = qk_fused && tlc_attn_pro_ok(c, (int)hd, &rp) &&
+                             !tlc_attn_wo_ok(c, &L->wo, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd);
+        if (att_pro) {
+            /* done by the attention */
+        } else if (qk_fused) {
             CL_OP("qk+rope+kv", tlc_qk_rope_kv(c, cs->qkv, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos, &rp,
                                                 L->bqkv, L->q_norm, L->k_norm, eps));
         } else if (rope_done) {
@@ -602,8 +607,13 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
                                                          s->n_ctx, d_pos, scale, cs->attn_scr, &L->wo, cs->x, &fwo));
             } else {
                 /* the split merge also writes the q8_1 input of the Wo matvec */
-                CL_OP("attention", tlc_attn_decode(c, cs->qkv, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd,
-                                                   s->n_ctx, d_pos, scale, cs->attn_scr, cs->att, cs->xqb));
+                if (att_pro)
+                    CL_OP("attention", tlc_attn_decode_pro(c, cs->qkv, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd,
+                                                           s->n_ctx, d_pos, scale, cs->attn_scr, cs->att, cs->xqb, &rp,
+                                                           L->bqkv, L->q_norm, L->k_norm, eps));
+                else
+                    CL_OP("attention", tlc_attn_decode(c, cs->qkv, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd,
+                                                       s->n_ctx, d_pos, scale, cs->attn_scr, cs->att, cs->xqb));
                 CL_OP("mv wo", tlc_matvec_fused(c, &L->wo, cs->att, cs->xqb, cs->x, TLC_MV_ACCUM, &fwo));
             }
             const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = eps};
