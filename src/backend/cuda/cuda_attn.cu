@@ -53,6 +53,14 @@
  *    the latter the read merge there): 8B Q4_0 571.5 / 566.4, 572.8 /
  *    565.0, 573.5 / 563.3; Qwen3-8B Q4_0 498.6 / 488.5, 499.0 / 485.4,
  *    498.5 / 488.8 (1B F16, one owner either way: 1,146-1,151 both).
+ *    With the decode prologue (PRO instances, tlc_attn_decode_pro; Qwen)
+ *    the kernel reads the raw [q | k | v] row and applies the bias, the
+ *    per-head q/k RMSNorm and the rotation itself (rotation angles before
+ *    the wait), the warp that walks the current position storing its k and
+ *    v: one launch fewer per layer. Measured 2026-12-01 (Qwen3-8B Q4_0
+ *    tg128, same call, TALLOW_CUDA_ATT_PRO 1 / 0): 540.9 / 538.9, 543.8 /
+ *    538.7, 544.0 / 536.0; with the angles computed after the wait it was
+ *    slower (534.4 / 538.3, 534.1 / 538.8).
  *  - prefill: one warp per (query token, kv head), causal range: the path
  *    for f32 caches and head sizes other than 64/128; f16 caches with those
  *    go to the tensor-core flash attention of cuda_flash.cu.

@@ -6,8 +6,10 @@
  * another type, the Q4_K_M mix's Q6_K attn_v: Q|K stacked over it in one
  * launch, tlc_matvec2_fused), so a decode
  * layer is six launches (llama): QKV matvec (RMSNorm folded in, RoPE and
- * the KV store in its epilogue; qwen: + bias / QK-norm, RoPE+KV launches),
- * split-K attention in one launch (its merge writes the q8_1 of the
+ * the KV store in its epilogue; qwen, whose NeoX pairs the epilogue does not
+ * rotate: the bias, the per-head q/k RMSNorm, RoPE and the KV store made by
+ * the attention itself, tlc_attn_decode_pro, or in one launch before it,
+ * tlc_qk_rope_kv), split-K attention in one launch (its merge writes the q8_1 of the
  * output; opt-in, TALLOW_CUDA_ATT_WO=1: with the Wo product folded in,
  * measured slower), Wo matvec accumulating into the residual whose epilogue writes
  * q8_1(x o ffn_norm) and per-32 sums of x^2, gate/up matvec (norm folded)

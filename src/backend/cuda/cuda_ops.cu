@@ -1,7 +1,9 @@
 /* backend/cuda/cuda_ops: the small ops around the matvecs: activation prep
  * (RMSNorm fused with the q8_1 quantization the next matvec reads), RMSNorm
  * (also per head, for Qwen3's QK-norm: rows of head_dim), residual add,
- * SiLU-gate-multiply, RoPE (interleaved and NeoX), KV-cache store, argmax.
+ * SiLU-gate-multiply, RoPE (interleaved and NeoX), KV-cache store, the
+ * Qwen decode prologue in one launch (bias, q/k norm, RoPE, KV store: its
+ * A/B in the commit log and docs/PERFORMANCE.md), argmax.
  * Positions come from device memory so captured graphs stay valid.
  * Calls: CUDA. */
 #include "backend/cuda/cuda_common.cuh"
