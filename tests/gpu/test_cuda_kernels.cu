@@ -935,6 +935,47 @@ static void test_attn_pro(tlc_ctx *c, int hd, int nh, int nkv, bool neox, bool w
            same ? "same bytes" : "other bytes", bad);
 }
 
+/* The output head's argmax epilogue (tlc_mv_fuse.argmax, greedy decode
+ * without an argmax launch) against the argmax of the logits the same
+ * launch stored (lowest row on ties) and against tlc_argmax; tied: every
+ * row the same, so row 0 must win. */
+static void test_mv_argmax(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, bool tied) {
+    std::vector<uint8_t> raw = random_weight(t, n_in, n_out);
+    if (tied) {
+        const size_t rb = raw.size() / (size_t)n_out;
+        for (int64_t r = 1; r < n_out; r++) memcpy(&raw[(size_t)r * rb], &raw[0], rb);
+    }
+    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
+    tlc_weight w;
+    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+    std::vector<float> x(n_in);
+    for (auto &v : x) v = rnd_normal();
+    dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), dy(c, n_out * 4, "y"), dk(c, 8, "key"),
+        di(c, 4, "argmax");
+    up(c, dx, x.data(), n_in * 4);
+    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+    OK(tlc_memset(c, dk.p, 0, 8));
+    dy.poison();
+    tlc_mv_fuse fz = {};
+    fz.argmax = (unsigned long long *)dk.p;
+    OK(tlc_matvec_fused(c, &w, dx.f(), dq.p, dy.f(), TLC_MV_STORE, &fz));
+    OK(tlc_argmax(c, dy.f(), n_out, (int32_t *)di.p));
+    std::vector<float> y = down(c, dy, n_out);
+    unsigned long long key = 0;
+    int32_t kern = -1;
+    OK(tlc_download(c, &key, dk.p, 8));
+    OK(tlc_download(c, &kern, di.p, 4));
+    int64_t best = 0;
+    for (int64_t i = 1; i < n_out; i++)
+        if (y[i] > y[best]) best = i;
+    const int32_t got = tlc_argmax_key_row(key);
+    CHECK(key && got == best && kern == best && (!tied || best == 0),
+          "argmax epilogue %s %lldx%lld%s: key row %d, logits' argmax %lld, tlc_argmax %d", tl_type_name(t),
+          (long long)n_out, (long long)n_in, tied ? " tied" : "", got, (long long)best, kern);
+    printf("  argmax epilogue %-5s %6lld x %5lld%s: row %d (logits' argmax %lld)\n", tl_type_name(t), (long long)n_out,
+           (long long)n_in, tied ? " tied" : "", got, (long long)best);
+}
+
 /* What the QKV+RoPE epilogue checks share: a random input x (n_in) and its
  * q8_1, RoPE parameters with random frequency divisors, and two zeroed
  * caches: 1 for the reference (a plain matvec, then tlc_rope_kv), 2 for the
@@ -1631,6 +1672,11 @@ int main(int argc, char **argv) {
     for (tl_type t : {TL_TYPE_F16, TL_TYPE_Q4_0, TL_TYPE_Q8_0, TL_TYPE_Q4_K})
         for (int64_t n_in : {512, 4096}) test_qkv_rope(c, t, n_in);
     for (int64_t n_in : {512, 4096}) test_matvec2(c, n_in);
+    for (tl_type t : {TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_Q4_0, TL_TYPE_Q8_0, TL_TYPE_Q6_K, TL_TYPE_Q4_K}) {
+        test_mv_argmax(c, t, 2048, 128256, false); /* a Llama-3 vocabulary */
+        test_mv_argmax(c, t, 4096, 1000, false);   /* a partial last block */
+        test_mv_argmax(c, t, 512, 777, true);
+    }
     for (int pos : {0, 5, 63, 127}) {
         test_attn_wo(c, 128, 32, 8, pos); /* Llama-3-8B */
         test_attn_wo(c, 64, 32, 8, pos);  /* Llama-3.2-1B */

@@ -166,7 +166,15 @@ typedef struct tlc_mv_fuse {
     float *out_ss;
     const tlc_rope_kv_args *rope;
     bool in_q8;
+    /* store mode, no other epilogue: the argmax of the output (lowest row
+     * on ties, NaN never chosen over a number) as a 64-bit key, atomically
+     * maxed into *argmax, which must be zero before the launch; the row is
+     * tlc_argmax_key_row(key). Greedy decode without an argmax launch. */
+    unsigned long long *argmax;
 } tlc_mv_fuse;
+static inline int32_t tlc_argmax_key_row(unsigned long long key) {
+    return (int32_t)(0xFFFFFFFFu - (uint32_t)(key & 0xFFFFFFFFu));
+}
 #define TLC_MV_INQ_MAX 36864
 bool tlc_mv_in_q8_ok(const tlc_weight *w);
 /* whether the decode layer should (allowed, and chosen for this type by

@@ -73,9 +73,12 @@ typedef struct cl_session {
     float *ssp;                 /* per-32 sums of x^2 of the residual (folded norms) */
     float *attn_scr;
     void *gemm_scr;
-    int32_t *d_io;              /* [0] position, [1..] tokens */
-    int32_t *d_next;            /* greedy token */
-    int32_t *h_io;              /* pinned [pos, tok] read by the decode graph */
+    int32_t *d_io;              /* [0] position, [1..] tokens; a decode step: [0] position,
+                                 * [1] token, [2..3] the head's argmax key (tlc_mv_fuse.argmax),
+                                 * all four written by the copy that starts the step */
+    int32_t *d_next;            /* greedy token of a prompt (tlc_argmax) */
+    bool next_in_key;           /* the last eval was a decode step: its greedy token is the key */
+    int32_t *h_io;              /* pinned [pos, tok, 0, 0] read by the decode graph */
     tlc_graph *graph[2];        /* decode: [0] short contexts (attention merges in a
                                  * cluster), [1] longer ones (no clusters: their launch
                                  * cost 13% of decode at depth 4096) */
@@ -386,7 +389,7 @@ tl_status llm_cuda_session_init(tl_session *s) {
     size_t sizes[NBUF] = {
         nb * e * 4, nb * cl_max(e, qd) * 4, nb * qkvd * 4, nb * qd * 4, nb * 2 * nff * 4, nb * nff * 4,
         (size_t)cs->lg_tok * nv * 4, tlc_q8_bytes((int64_t)maxk), tlc_attn_decode_scratch(hp->n_head, hp->head_dim) * 4,
-        gh * 2, (nb + 2) * 4, 16, tlc_q8_bytes((int64_t)maxk), (e / 32 + 1) * 4};
+        gh * 2, (nb + 4) * 4, 16, tlc_q8_bytes((int64_t)maxk), (e / 32 + 1) * 4};
     size_t total = 0;
     for (int i = 0; i < NBUF; i++) total += cl_align(sizes[i]) + 256;
     if ((st = tlc_arena_init(c, &cs->arena, total, "session activations"))) goto fail;
@@ -657,22 +660,26 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
     return TL_OK;
 }
 
-/* last token's logits into cs->logits and its argmax into d_next */
+/* last token's logits into cs->logits and its argmax into d_next (a
+ * decode step: as the head's argmax key in d_io[2..3]) */
 static tl_status cl_head_last(tl_session *s, int32_t m) {
     cl_session *cs = s->backend_ctx;
     cl_model *cm = cs->cm;
     const llm_hparams *hp = &s->model->hp;
     const int64_t e = hp->n_embd;
     if (m == 1) {
-        /* the last down matvec left q8_1(x o out_norm) and the sums of x^2 */
-        const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = hp->norm_eps};
+        /* the last down matvec left q8_1(x o out_norm) and the sums of x^2;
+         * the greedy token as the head's argmax key, zeroed by the step's copy */
+        const tlc_mv_fuse fin = {.in_ss = cs->ssp, .eps = hp->norm_eps,
+                                 .argmax = (unsigned long long *)(cs->d_io + 2)};
         CL_OP("mv output", tlc_matvec_fused(cm->c, &cm->out, cs->xn, cs->xq, cs->logits, TLC_MV_STORE, &fin));
     } else {
         CL_OP("pp head", tlc_act_prep(cm->c, cs->x + (int64_t)(m - 1) * e, cm->out_norm, hp->norm_eps, e, 1, cs->xn,
                                       cs->xq));
         CL_OP("pp head", tlc_matvec(cm->c, &cm->out, cs->xn, cs->xq, cs->logits, TLC_MV_STORE));
+        CL_OP("argmax", tlc_argmax(cm->c, cs->logits, hp->n_vocab, cs->d_next));
     }
-    CL_OP("argmax", tlc_argmax(cm->c, cs->logits, hp->n_vocab, cs->d_next));
+    cs->next_in_key = m == 1;
     return TL_OK;
 }
 
@@ -689,7 +696,8 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
     if (cs->prof) {
         cs->h_io[0] = s->n_past;
         cs->h_io[1] = tok;
-        CL_TRY(tlc_upload(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t)));
+        cs->h_io[2] = cs->h_io[3] = 0;
+        CL_TRY(tlc_upload(c, cs->d_io, cs->h_io, 4 * sizeof(int32_t)));
         CL_TRY(cl_prof_begin(cs));
         tlc_attn_plan(c, plan_len);
         tl_status st = cl_layers(s, 1);
@@ -704,7 +712,7 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
         CL_TRY(tlc_graph_begin(c));
         /* the attention launches captured now */
         tlc_attn_plan(c, plan_len);
-        tl_status st = tlc_upload_async(c, cs->d_io, cs->h_io, 2 * sizeof(int32_t));
+        tl_status st = tlc_upload_async(c, cs->d_io, cs->h_io, 4 * sizeof(int32_t));
         if (!st) st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);
         tlc_graph *g = NULL;
@@ -721,6 +729,8 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
      * pinned inputs can be rewritten */
     cs->h_io[0] = s->n_past;
     cs->h_io[1] = tok;
+    cs->h_io[2] = cs->h_io[3] = 0;
+    cs->next_in_key = true;
     return tlc_graph_launch(c, cs->graph[gi]);
 }
 
@@ -766,7 +776,14 @@ tl_status llm_cuda_eval_greedy(tl_session *s, const int32_t *tokens, int32_t n, 
     cl_session *cs = s->backend_ctx;
     tl_status st = cl_eval(s, tokens, n);
     if (st) return st;
-    return tlc_download(cs->cm->c, next, cs->d_next, sizeof(int32_t));
+    if (!cs->next_in_key) return tlc_download(cs->cm->c, next, cs->d_next, sizeof(int32_t));
+    unsigned long long key = 0;
+    st = tlc_download(cs->cm->c, &key, cs->d_io + 2, sizeof key);
+    if (st) return st;
+    /* zero: the head did not run (only under the TALLOW_CUDA_SKIP ablation) */
+    if (!key) return tl_err(TL_ERR_BACKEND, "cuda: decode step left no greedy token");
+    *next = tlc_argmax_key_row(key);
+    return TL_OK;
 }
 
 tl_status llm_cuda_eval_all(tl_session *s, const int32_t *tokens, int32_t n, float *out) {

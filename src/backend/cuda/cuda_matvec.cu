@@ -104,7 +104,7 @@ __device__ __forceinline__ void mv_block_q8(const float *x, int64_t n, int8_t *q
 /* The body of one block: bx is its index within this weight's blocks, and
  * row_off the index of w's first row in the whole output (the RoPE
  * epilogue's row numbering; y already points at w's first output). */
-template <int T, int R, int U, int W, bool IQ, int KS>
+template <int T, int R, int U, int W, bool IQ, int KS, bool AM = false>
 __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf, const int8_t *xq,
                                             const float2 *xds, float *y, int mode, int64_t n_rows_out,
                                             const mv_fuse_d &f, int *cnt, int64_t bx, int64_t row_off) {
@@ -123,7 +123,7 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
     for (int r = 0; r < R; r++) rows[r] = glu ? (r < K ? wid * K + r : wid * K + (r - K) + n_rows_out) : wid * R + r;
     const int64_t first_out = glu ? wid * K : wid * R;
     const bool live = first_out < n_rows_out;
-    if (!live && !f.out_q && !IQ) {
+    if (!live && !f.out_q && !IQ && !AM) {
         pdl_wait();
         return;
     }
@@ -216,6 +216,26 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
             }
         }
     }
+    if constexpr (AM) {
+        /* greedy decode's argmax (f.amax; its own instances, AM: compiled
+         * into every store kernel it perturbed their code, measured
+         * 2026-12-01: Q4_K_M tg128 -2.5%): the block's best row, one
+         * atomic (none when the key there is already higher) */
+        __shared__ unsigned long long bk[W];
+        unsigned long long k = 0;
+        if (live)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (rows[r] < w.n_out) k = max(k, mv_amax_key(acc[r], rows[r]));
+        if (lane == 0) bk[warp] = k;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int i = 1; i < W; i++) k = max(k, bk[i]);
+            if (k > *(volatile unsigned long long *)f.amax) atomicMax(f.amax, k);
+        }
+        return;
+    }
     if (!f.out_q) return;
     const int per_block = glu ? W * K : W * R; /* outputs per block */
     int64_t grp;
@@ -250,11 +270,11 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
     if (lane == 0 && per_block != 32) cnt[grp] = 0;
 }
 
-template <int T, int R, int U, int W, bool IQ = false, int KS = 1>
+template <int T, int R, int U, int W, bool IQ = false, int KS = 1, bool AM = false>
 __global__ void __launch_bounds__(W * 32)
 matvec_k(const tlc_weight w, const float *xf, const int8_t *xq, const float2 *xds, float *y, int mode,
          int64_t n_rows_out, const mv_fuse_d f, int *cnt) {
-    matvec_body<T, R, U, W, IQ, KS>(w, xf, xq, xds, y, mode, n_rows_out, f, cnt, blockIdx.x, 0);
+    matvec_body<T, R, U, W, IQ, KS, AM>(w, xf, xq, xds, y, mode, n_rows_out, f, cnt, blockIdx.x, 0);
 }
 
 /* Two weights of different types stacked into one output, y = [w1 x; w2 x],
@@ -338,10 +358,14 @@ static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf
         int u = glu ? c->mv_glu_u : c->mv_store_u;
         if (!u) u = glu || !(f16 || T == TL_TYPE_F32) ? 2 : f16 && mv<T>::units(w->n_in) <= 32 * 8 ? 8 : 4;
         const int64_t warps = glu ? n_out : (n_out + 1) / 2;
-        auto k = u == 1   ? matvec_k<T, 2, 1, MV_WARPS>
-                 : u == 2 ? matvec_k<T, 2, 2, MV_WARPS>
-                 : u == 4 ? matvec_k<T, 2, 4, MV_WARPS>
-                          : matvec_k<T, 2, 8, MV_WARPS>;
+        auto k = f.amax ? (u == 1   ? matvec_k<T, 2, 1, MV_WARPS, false, 1, true>
+                           : u == 2 ? matvec_k<T, 2, 2, MV_WARPS, false, 1, true>
+                           : u == 4 ? matvec_k<T, 2, 4, MV_WARPS, false, 1, true>
+                                    : matvec_k<T, 2, 8, MV_WARPS, false, 1, true>)
+                        : (u == 1   ? matvec_k<T, 2, 1, MV_WARPS>
+                           : u == 2 ? matvec_k<T, 2, 2, MV_WARPS>
+                           : u == 4 ? matvec_k<T, 2, 4, MV_WARPS>
+                                    : matvec_k<T, 2, 8, MV_WARPS>);
         return tlc_launch(c, k, dim3(tlc_div_up(warps, MV_WARPS)), dim3(MV_WARPS * 32), 0, *w, xf, xq, xds, y, mode,
                           n_out, f, c->mv_cnt);
     }
@@ -432,6 +456,11 @@ static tl_status mv_fuse_make(const tlc_weight *w, int64_t n_all, const float *x
             f->out_ss = fz->out_ss;
         }
     }
+    if (fz && fz->argmax) {
+        if (mode != TLC_MV_STORE || fz->out_q || fz->rope || fz->in_q8)
+            return tl_err(TL_ERR_INVALID, "cuda: matvec: the argmax epilogue is for a plain store matvec");
+        f->amax = fz->argmax;
+    }
     if (fz && fz->rope) {
         const tlc_rope_kv_args *ra = fz->rope;
         const int hd = ra->head_dim;
@@ -467,7 +496,7 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
     const bool in_q = f.in_q;
     /* the streaming kernel where the layout allows (its epilogues are always in-kernel) */
     cudaError_t e = cudaSuccess;
-    if (!in_q && mvs_launch(c, w, xf, q8, ds, y, mode, f, &e)) {
+    if (!in_q && !f.amax && mvs_launch(c, w, xf, q8, ds, y, mode, f, &e)) {
         TLC_TRY(e, "matvec (streamed)");
         return TL_OK;
     }

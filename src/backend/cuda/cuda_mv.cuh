@@ -233,7 +233,16 @@ struct mv_fuse_d {
     int64_t n_ctx;
     const int32_t *d_pos;
     int in_q; /* quantize xf into shared memory in each block (tlc_mv_fuse.in_q8) */
+    unsigned long long *amax; /* the output's argmax key (tlc_mv_fuse.argmax) */
 };
+
+/* row's argmax key: the value's bits mapped so unsigned order is float
+ * order (NaN lowest), then the row complemented so ties keep the lowest */
+__device__ __forceinline__ unsigned long long mv_amax_key(float v, int64_t row) {
+    const uint32_t u = __float_as_uint(v);
+    const uint32_t o = v != v ? 0u : (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((unsigned long long)o << 32) | (0xFFFFFFFFu - (uint32_t)row);
+}
 
 /* rows r0, r0+1 (an adjacent pair of one head) of [q | k | v]: rotate q/k
  * at *d_pos and store k/v into the cache; the same arithmetic as rope_kv_k */
