@@ -62,7 +62,7 @@ check|all)
 speed|all)
   export COPY_GBS=${COPY_GBS:-$(ceiling)}
   grep -E "BENCH ceiling" "$LOG/kernels.log"
-  PARITY=0 SPEED_MODELS="${SPEED_MODELS:-llama3.2-1b:f16 llama3.2-1b:q4_0 llama3-8b:q8_0 llama3-8b:q4_k_m llama3-8b:f16}" \
+  PARITY=0 SPEED_MODELS="${SPEED_MODELS:-llama3.2-1b:f16 llama3.2-1b:q4_0 llama3-8b:q8_0 llama3-8b:q4_k_m llama3-8b:f16 qwen3-8b:q4_0}" \
     bench/cuda_e2e.sh "$B" 2>&1 | grep -E "SPEED|rror"
   ;;
 smol)
@@ -114,8 +114,8 @@ tune)
   # tg128 of each model in TUNE_MODELS (shape:type) under each build and
   # each configuration of TUNE_CFGS ("+"-separated VAR=VALUE, "-" for the
   # defaults), e.g. TALLOW_CUDA_ATT_WARPS=4+TALLOW_CUDA_EPI=2,2; the ablation
-  # TALLOW_CUDA_SKIP=attention (or wo, qkv, gate, down, output,argmax) gives
-  # what each decode op costs in place
+  # TALLOW_CUDA_SKIP=attention (or wo, qkv, gate, down, output: the head with
+  # its argmax) gives what each decode op costs in place
   if [ "${TUNE_KERNELS:-1}" = 1 ]; then
     for b in ${TUNE_BUILDS:-$B}; do
       "$b/test_cuda_kernels" --bench > "$LOG/kernels-${b//\//_}.log" 2>&1

@@ -19,10 +19,11 @@
  * matvec accumulating into the residual with the same epilogue for the next
  * layer's (or the output) norm.
  * Decode (one token) is captured as a CUDA graph whose first node copies
- * (position, token) from pinned host memory, so a token costs one graph
- * launch (two graphs: short contexts, whose attention merges inside a
- * cluster up to tlc_attn_cluster_len, and longer ones); greedy argmax runs
- * in the graph and only the id (or, when asked, the logits) comes back.
+ * (position, token, a zeroed argmax key) from pinned host memory, so a
+ * token costs one graph launch (two graphs: short contexts, whose attention
+ * merges inside a cluster up to tlc_attn_cluster_len, and longer ones);
+ * greedy argmax runs in the output head's epilogue and only the key (or,
+ * when asked, the logits) comes back.
  * Prompts (m > 1) run eagerly through cuBLAS GEMMs (quantized weights
  * dequantized to f16 per matrix into scratch).
  * KV cache: f16 [layer][k|v][n_kv_head][n_ctx][head_dim].
@@ -440,7 +441,8 @@ size_t llm_cuda_session_bytes(const tl_session *s) {
     } while (0)
 
 /* does op `name` contain one of the words of the comma-separated ablation
- * list ("qkv", "attention", "wo", "gate", "down", "output", "argmax")? */
+ * list ("qkv", "attention", "wo", "gate", "down", "output"; a prompt's
+ * "argmax")? */
 static bool cl_skip(const char *list, const char *name) {
     char word[32];
     for (const char *p = list; p && *p;) {
@@ -735,7 +737,8 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
 }
 
 /* eval n tokens; afterwards the last token's logits are on the device and
- * its argmax in d_next (stream not yet synchronized) */
+ * its argmax in d_next, or after a decode step as the key in d_io[2..3]
+ * (stream not yet synchronized) */
 static tl_status cl_eval(tl_session *s, const int32_t *tokens, int32_t n) {
     cl_session *cs = s->backend_ctx;
     tlc_ctx *c = cs->cm->c;
