@@ -335,6 +335,36 @@ tl_status tlc_copy(tlc_ctx *c, void *dst, const void *src, size_t bytes) {
     return TL_OK;
 }
 
+/* the pair (a, b) = (x0, x1) of head `head` of one token's [q | k | v]
+ * row h at pos: q/k rotated by pair p's angle and written back (k also
+ * into the cache), v into the cache (and written back where v_back) */
+__device__ __forceinline__ void rope_kv_pair(float *h, int a, int b, float x0, float x1, int head, int p, int nh,
+                                             int nkv, int hd, __half *kc, __half *vc, int64_t n_ctx, int64_t pos,
+                                             float base, float scale, const float *fdiv, bool v_back) {
+    if (head < nh + nkv) {
+        float inv = powf(base, -2.0f * (float)p / (float)hd);
+        if (fdiv) inv /= fdiv[p];
+        float s, co;
+        sincosf((float)pos / scale * inv, &s, &co);
+        const float y0 = x0 * co - x1 * s, y1 = x0 * s + x1 * co;
+        h[a] = y0;
+        h[b] = y1;
+        if (head >= nh) {
+            __half *kr = kc + ((int64_t)(head - nh) * n_ctx + pos) * hd;
+            kr[a] = __float2half(y0);
+            kr[b] = __float2half(y1);
+        }
+    } else {
+        if (v_back) {
+            h[a] = x0;
+            h[b] = x1;
+        }
+        __half *vr = vc + ((int64_t)(head - nh - nkv) * n_ctx + pos) * hd;
+        vr[a] = __float2half(x0);
+        vr[b] = __float2half(x1);
+    }
+}
+
 /* one thread per rotated pair of q and k heads, plus one per pair of v */
 __global__ void rope_kv_k(float *x, int nh, int nkv, int hd, __half *kc, __half *vc, int64_t n_ctx,
                           const int32_t *d_pos, int neox, float base, float scale, const float *fdiv) {
@@ -348,25 +378,7 @@ __global__ void rope_kv_k(float *x, int nh, int nkv, int hd, __half *kc, __half 
     if (pos >= n_ctx) return;
     float *h = x + (int64_t)head * hd;
     int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
-    float x0 = h[a], x1 = h[b];
-    if (head < nh + nkv) {
-        float inv = powf(base, -2.0f * (float)p / (float)hd);
-        if (fdiv) inv /= fdiv[p];
-        float s, co;
-        sincosf((float)pos / scale * inv, &s, &co);
-        float y0 = x0 * co - x1 * s, y1 = x0 * s + x1 * co;
-        h[a] = y0;
-        h[b] = y1;
-        if (head >= nh) {
-            __half *kr = kc + ((int64_t)(head - nh) * n_ctx + pos) * hd;
-            kr[a] = __float2half(y0);
-            kr[b] = __float2half(y1);
-        }
-    } else {
-        __half *vr = vc + ((int64_t)(head - nh - nkv) * n_ctx + pos) * hd;
-        vr[a] = __float2half(x0);
-        vr[b] = __float2half(x1);
-    }
+    rope_kv_pair(h, a, b, h[a], h[b], head, p, nh, nkv, hd, kc, vc, n_ctx, pos, base, scale, fdiv, false);
 }
 
 /* tlc_qk_rope_kv: rope_kv_k with the QKV bias and the per-head RMSNorm of
@@ -420,26 +432,7 @@ qk_rope_kv_k(float *x, int nh, int nkv, int hd, __half *kc, __half *vc, int64_t 
     if (!live) return;
     const int64_t pos = __ldcg(d_pos);
     if (pos >= n_ctx) return;
-    if (head < nh + nkv) {
-        float inv = powf(base, -2.0f * (float)p / (float)hd);
-        if (fdiv) inv /= fdiv[p];
-        float s, co;
-        sincosf((float)pos / scale * inv, &s, &co);
-        const float y0 = x0 * co - x1 * s, y1 = x0 * s + x1 * co;
-        h[a] = y0;
-        h[b] = y1;
-        if (head >= nh) {
-            __half *kr = kc + ((int64_t)(head - nh) * n_ctx + pos) * hd;
-            kr[a] = __float2half(y0);
-            kr[b] = __float2half(y1);
-        }
-    } else {
-        h[a] = x0;
-        h[b] = x1;
-        __half *vr = vc + ((int64_t)(head - nh - nkv) * n_ctx + pos) * hd;
-        vr[a] = __float2half(x0);
-        vr[b] = __float2half(x1);
-    }
+    rope_kv_pair(h, a, b, x0, x1, head, p, nh, nkv, hd, kc, vc, n_ctx, pos, base, scale, fdiv, true);
 }
 
 bool tlc_qk_rope_kv_ok(const tlc_ctx *c, int head_dim, const tlc_rope_params *p) {
