@@ -63,6 +63,8 @@ typedef struct cl_model {
                                  * device layout of some types is larger: Q4_K) */
 } cl_model;
 
+enum { CL_STEP_INTS = 4 }; /* a decode step's inputs in d_io (cl_session) */
+
 typedef struct cl_session {
     cl_model *cm;
     void *kv;
@@ -390,7 +392,7 @@ tl_status llm_cuda_session_init(tl_session *s) {
     size_t sizes[NBUF] = {
         nb * e * 4, nb * cl_max(e, qd) * 4, nb * qkvd * 4, nb * qd * 4, nb * 2 * nff * 4, nb * nff * 4,
         (size_t)cs->lg_tok * nv * 4, tlc_q8_bytes((int64_t)maxk), tlc_attn_decode_scratch(hp->n_head, hp->head_dim) * 4,
-        gh * 2, (nb + 4) * 4, 16, tlc_q8_bytes((int64_t)maxk), (e / 32 + 1) * 4};
+        gh * 2, (nb + CL_STEP_INTS) * 4, 16, tlc_q8_bytes((int64_t)maxk), (e / 32 + 1) * 4};
     size_t total = 0;
     for (int i = 0; i < NBUF; i++) total += cl_align(sizes[i]) + 256;
     if ((st = tlc_arena_init(c, &cs->arena, total, "session activations"))) goto fail;
@@ -587,16 +589,15 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
             CL_OP("q/k norm", tlc_head_rmsnorm(c, cs->qkv, m, qkvd, (int)nh, (int)hd, L->q_norm, eps));
             CL_OP("q/k norm", tlc_head_rmsnorm(c, cs->qkv + qd, m, qkvd, (int)nkv, (int)hd, L->k_norm, eps));
         }
+        /* short contexts, opt-in: the Wo product folded into the attention */
+        const bool att_wo = m == 1 && tlc_attn_wo_ok(c, &L->wo, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd);
         /* and that launch folded into the attention's start */
-        const bool att_pro = qk_fused && tlc_attn_pro_ok(c, (int)hd, &rp) &&
-                             !tlc_attn_wo_ok(c, &L->wo, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd);
-        if (att_pro) {
-            /* done by the attention */
+        const bool att_pro = qk_fused && !att_wo && tlc_attn_pro_ok(c, (int)hd, &rp);
+        if (rope_done || att_pro) {
+            /* done in the QKV epilogue (llama) or by the attention (qwen) */
         } else if (qk_fused) {
             CL_OP("qk+rope+kv", tlc_qk_rope_kv(c, cs->qkv, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos, &rp,
                                                 L->bqkv, L->q_norm, L->k_norm, eps));
-        } else if (rope_done) {
-            /* done in the QKV epilogue */
         } else if (m == 1 && hp->n_rot == hp->head_dim) {
             /* decode: rotate q and k and store k, v into the cache in one launch */
             CL_OP("rope+kv", tlc_rope_kv(c, cs->qkv, (int)nh, (int)nkv, (int)hd, kc, vc, s->n_ctx, d_pos, &rp));
@@ -608,7 +609,7 @@ static tl_status cl_layers(tl_session *s, int32_t m) {
         }
         if (m == 1) {
             const tlc_mv_fuse fwo = {.out_norm = L->ffn_norm, .out_f = cs->xn, .out_q = cs->xq, .out_ss = cs->ssp};
-            if (tlc_attn_wo_ok(c, &L->wo, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd)) {
+            if (att_wo) {
                 /* short contexts: Wo folded into the attention (one launch) */
                 CL_OP("attention+wo", tlc_attn_wo_decode(c, cs->qkv, kc, vc, TL_TYPE_F16, (int)nh, (int)nkv, (int)hd,
                                                          s->n_ctx, d_pos, scale, cs->attn_scr, &L->wo, cs->x, &fwo));
@@ -685,6 +686,14 @@ static tl_status cl_head_last(tl_session *s, int32_t m) {
     return TL_OK;
 }
 
+/* the decode step's pinned inputs, which its first copy (CL_STEP_INTS
+ * ints) takes to d_io: position, token and the zeroed argmax key */
+static void cl_step_inputs(cl_session *cs, int32_t pos, int32_t tok) {
+    cs->h_io[0] = pos;
+    cs->h_io[1] = tok;
+    cs->h_io[2] = cs->h_io[3] = 0;
+}
+
 /* one decode step through a captured graph (each captured on first use):
  * the short-context one while the attention's cluster merge serves the
  * context, then the long-context one */
@@ -696,10 +705,8 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
     /* the longest context the attention launches of this step serve */
     const int64_t plan_len = short_ctx ? tlc_attn_cluster_len(c) : s->n_ctx;
     if (cs->prof) {
-        cs->h_io[0] = s->n_past;
-        cs->h_io[1] = tok;
-        cs->h_io[2] = cs->h_io[3] = 0;
-        CL_TRY(tlc_upload(c, cs->d_io, cs->h_io, 4 * sizeof(int32_t)));
+        cl_step_inputs(cs, s->n_past, tok);
+        CL_TRY(tlc_upload(c, cs->d_io, cs->h_io, CL_STEP_INTS * sizeof(int32_t)));
         CL_TRY(cl_prof_begin(cs));
         tlc_attn_plan(c, plan_len);
         tl_status st = cl_layers(s, 1);
@@ -714,7 +721,7 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
         CL_TRY(tlc_graph_begin(c));
         /* the attention launches captured now */
         tlc_attn_plan(c, plan_len);
-        tl_status st = tlc_upload_async(c, cs->d_io, cs->h_io, 4 * sizeof(int32_t));
+        tl_status st = tlc_upload_async(c, cs->d_io, cs->h_io, CL_STEP_INTS * sizeof(int32_t));
         if (!st) st = cl_layers(s, 1);
         if (!st) st = cl_head_last(s, 1);
         tlc_graph *g = NULL;
@@ -729,9 +736,7 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
     }
     /* the previous step has finished (every eval ends synchronized), so the
      * pinned inputs can be rewritten */
-    cs->h_io[0] = s->n_past;
-    cs->h_io[1] = tok;
-    cs->h_io[2] = cs->h_io[3] = 0;
+    cl_step_inputs(cs, s->n_past, tok);
     cs->next_in_key = true;
     return tlc_graph_launch(c, cs->graph[gi]);
 }
