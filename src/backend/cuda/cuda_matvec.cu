@@ -459,6 +459,8 @@ static tl_status mv_fuse_make(const tlc_weight *w, int64_t n_all, const float *x
     if (fz && fz->argmax) {
         if (mode != TLC_MV_STORE || fz->out_q || fz->rope || fz->in_q8)
             return tl_err(TL_ERR_INVALID, "cuda: matvec: the argmax epilogue is for a plain store matvec");
+        if ((uintptr_t)fz->argmax % sizeof *fz->argmax)
+            return tl_err(TL_ERR_INVALID, "cuda: matvec: the argmax key must be 8-byte aligned (64-bit atomics)");
         f->amax = fz->argmax;
     }
     if (fz && fz->rope) {
