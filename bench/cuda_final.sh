@@ -70,16 +70,23 @@ smol)
   ;;
 sanitize)
   # compute-sanitizer (memcheck, then racecheck for shared memory) over a
-  # whole CPU-vs-CUDA run of tiny synthetic llamas (head_dim 64: the flash
+  # whole CPU-vs-CUDA run of tiny synthetic models (head_dim 64: the flash
   # prompt path; decode graph with programmatic dependent launch; the down
-  # projection quantizing its input in shared memory: TALLOW_CUDA_INQ=1)
-  for t in q4_0 q4_k_m; do
-    "$B/tallow" synth --shape tiny --type $t -o /tmp/m/tiny.gguf >/dev/null 2>&1
+  # projection quantizing its input in shared memory: TALLOW_CUDA_INQ=1;
+  # the greedy argmax in the head's epilogue; qwen3: the attention with its
+  # bias/norm/RoPE/KV prologue, then again with that prologue as its own
+  # launch, TALLOW_CUDA_ATT_PRO=0)
+  for spec in llama:q4_0 llama:q4_k_m qwen3:q4_0 qwen3:f16; do
+    t=${spec#*:}
+    "$B/tallow" synth --shape tiny --arch ${spec%%:*} --type $t -o /tmp/m/tiny.gguf >/dev/null 2>&1
     for tool in memcheck racecheck; do
-      TALLOW_CUDA_INQ=1 compute-sanitizer --tool $tool --error-exitcode 9 "$B/test_cuda_e2e" /tmp/m/tiny.gguf 20 16 \
-        > "$LOG/san-$t-$tool.log" 2>&1
-      echo "compute-sanitizer $tool ($t): exit $?"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|e2e passed|FAIL" "$LOG/san-$t-$tool.log"
+      for pro in 1 0; do
+        [ $pro = 0 ] && [ ${spec%%:*} != qwen3 ] && continue
+        TALLOW_CUDA_ATT_PRO=$pro TALLOW_CUDA_INQ=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+          "$B/test_cuda_e2e" /tmp/m/tiny.gguf 20 16 > "$LOG/san-${spec/:/-}-$tool-$pro.log" 2>&1
+        echo "compute-sanitizer $tool ($spec, prologue folded $pro): exit $?"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|e2e passed|FAIL" "$LOG/san-${spec/:/-}-$tool-$pro.log"
+      done
     done
     rm -f /tmp/m/tiny.gguf
   done

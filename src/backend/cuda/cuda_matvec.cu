@@ -43,9 +43,12 @@
 #include "backend/cuda/cuda_mv.cuh"
 
 #define MV_WARPS 4
+#define MV_UG(T) ((T) != TL_TYPE_Q4_K && (T) != TL_TYPE_Q6_K)
+#define MV_SS_N 4 /* the folded norm's partial sums per lane held over the loop (n_in <= 4096) */
 
-/* U units of each of the R rows per lane, from unit base on (weights only) */
-template <typename M, int U, int R>
+/* U units of each of the R rows per lane, from unit base on (weights only;
+ * rows: inside the matrix, see lrows in matvec_body) */
+template <typename M, int U, int R, bool UG>
 __device__ __forceinline__ void mv_load(typename M::W (&v)[U][R], const tlc_weight &w, const int64_t (&rows)[R],
                                         int64_t base, int64_t nu, int lane) {
 #pragma unroll
@@ -53,7 +56,7 @@ __device__ __forceinline__ void mv_load(typename M::W (&v)[U][R], const tlc_weig
         int64_t u = base + k * 32 + lane;
 #pragma unroll
         for (int r = 0; r < R; r++)
-            if (u < nu && rows[r] < w.n_out) v[k][r] = M::load(w, rows[r], u);
+            if (u < nu && (UG || rows[r] < w.n_out)) v[k][r] = M::load(w, rows[r], u);
     }
 }
 
@@ -121,6 +124,13 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
     int64_t rows[R];
 #pragma unroll
     for (int r = 0; r < R; r++) rows[r] = glu ? (r < K ? wid * K + r : wid * K + (r - K) + n_rows_out) : wid * R + r;
+    /* the rows loaded: a warp's rows past the matrix (the last warp's)
+     * load its last row instead, their sums never stored, so that every
+     * load of a unit has the same guard (u < nu) and the activation of a
+     * unit is loaded once for all R rows rather than once per row */
+    int64_t lrows[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) lrows[r] = MV_UG(T) ? min(rows[r], w.n_out - 1) : rows[r];
     const int64_t first_out = glu ? wid * K : wid * R;
     const bool live = first_out < n_rows_out;
     if (!live && !f.out_q && !IQ && !AM) {
@@ -142,21 +152,31 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.0f;
-    float sc = 1.0f;
+    float sc = 1.0f, ss[MV_SS_N];
     /* every warp passes once (base u0: the wait, and the block-wide input
      * quantization, which needs all of them), live ones until nu */
     for (int64_t base = u0; base == u0 || base < nu; base += 32 * U) {
         typename M::W v[U][R];
-        mv_load<M, U, R>(v, w, rows, base, nu, lane);
+        mv_load<M, U, R, MV_UG(T)>(v, w, lrows, base, nu, lane);
         if (base == u0) {
             /* the first loads (weights only) are in flight; now wait for
              * the kernels that produce x (and y, when accumulating), and
              * fold the input's RMSNorm: W (x o g) * rsqrt(mean(x^2) + eps) */
             pdl_wait();
+            /* the norm's partial sums are requested now and added after
+             * the loop, so their load and the activation's overlap */
             if (f.in_ss) {
-                float s = 0;
-                for (int64_t i = lane; i < w.n_in / 32; i += 32) s += f.in_ss[i];
-                sc = rsqrtf(warp_sum(s) / (float)w.n_in + f.eps);
+                if constexpr (MV_UG(T)) {
+#pragma unroll
+                    for (int j = 0; j < MV_SS_N; j++) {
+                        const int64_t i = j * 32 + lane;
+                        ss[j] = i < w.n_in / 32 ? f.in_ss[i] : 0.0f;
+                    }
+                } else {
+                    float s = 0;
+                    for (int64_t i = lane; i < w.n_in / 32; i += 32) s += f.in_ss[i];
+                    sc = rsqrtf(warp_sum(s) / (float)w.n_in + f.eps);
+                }
             }
             if (IQ) {
                 /* q8_1 of the f32 input into shared memory, while the weights fly */
@@ -172,8 +192,15 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
             int64_t u = base + k * 32 + lane;
 #pragma unroll
             for (int r = 0; r < R; r++)
-                if (u < nu && rows[r] < w.n_out) acc[r] += M::dot(v[k][r], w, rows[r], u, xf, xq, xds);
+                if (u < nu && (MV_UG(T) || rows[r] < w.n_out)) acc[r] += M::dot(v[k][r], w, lrows[r], u, xf, xq, xds);
         }
+    }
+    if (MV_UG(T) && f.in_ss) {
+        float s = 0;
+#pragma unroll
+        for (int j = 0; j < MV_SS_N; j++) s += ss[j];
+        for (int64_t i = MV_SS_N * 32 + lane; i < w.n_in / 32; i += 32) s += f.in_ss[i];
+        sc = rsqrtf(warp_sum(s) / (float)w.n_in + f.eps);
     }
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]) * sc;
