@@ -133,6 +133,19 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
     for (int r = 0; r < R; r++) lrows[r] = MV_UG(T) ? min(rows[r], w.n_out - 1) : rows[r];
     const int64_t first_out = glu ? wid * K : wid * R;
     const bool live = first_out < n_rows_out;
+    /* Q8_0's 16 x 2 accumulate layout and Q4_0's lean one split over a
+     * cluster: the residual rows are read right after the wait and the
+     * epilogue's gamma before it, so neither load waits at the end, where
+     * the block's last microseconds decide when the next kernel may
+     * start. Measured 2026-12-01 (tg128, same call, with / without, for
+     * every accumulate layout): 1B Q4_0 2,225 / 2,160 and 2,225 / 2,170,
+     * 8B Q8_0 407.0 / 403.5 and 405.9 / 401.6, but 8B Q4_0 575.6 / 584.8
+     * and 577.3 / 583.4, 1B F16 1,170 / 1,203 and 1,169 / 1,199 (their
+     * kernels' code came out worse), so only those two */
+    constexpr bool YP = R <= 2 && W >= 16 && (T == TL_TYPE_Q8_0 || (T == TL_TYPE_Q4_0 && KS > 1 && !IQ));
+    float yp[R], gp = 1.0f;
+    if constexpr (YP)
+        if (warp == 0 && !glu && f.out_q && f.out_norm && blk * 32 + lane < n_rows_out) gp = f.out_norm[blk * 32 + lane];
     if (!live && !f.out_q && !IQ && !AM) {
         pdl_wait();
         return;
@@ -163,6 +176,10 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
              * the kernels that produce x (and y, when accumulating), and
              * fold the input's RMSNorm: W (x o g) * rsqrt(mean(x^2) + eps) */
             pdl_wait();
+            if constexpr (YP)
+                if (mode == TLC_MV_ACCUM && lane == 0 && live)
+#pragma unroll
+                    for (int r = 0; r < R; r++) yp[r] = y[min(rows[r], w.n_out - 1)];
             /* the norm's partial sums are requested now and added after
              * the loop, so their load and the activation's overlap */
             if (f.in_ss) {
@@ -238,7 +255,7 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
             for (int r = 0; r < R; r++) {
                 int64_t row = rows[r];
                 if (row >= w.n_out) break;
-                if (mode == TLC_MV_ACCUM) y[row] += acc[r];
+                if (mode == TLC_MV_ACCUM) y[row] = (YP ? yp[r] : y[row]) + acc[r];
                 else y[row] = acc[r];
             }
         }
@@ -293,7 +310,7 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
         __threadfence();
         o = __ldcg(y + grp * 32 + lane);
     }
-    mv_q8_group(f, grp, o, lane, n_rows_out);
+    mv_q8_group(f, grp, o, lane, n_rows_out, YP && per_block == 32 && f.out_norm ? &gp : NULL);
     if (lane == 0 && per_block != 32) cnt[grp] = 0;
 }
 

@@ -274,9 +274,10 @@ __device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, flo
  * grp*32 + lane, o its final value): y o g_next (out_f), its q8_1 block
  * (out_q; scales after n_rows_out quants) and the sum of o^2 (out_ss) */
 __device__ __forceinline__ void mv_q8_group(const mv_fuse_d &f, int64_t grp, float o, int lane,
-                                            int64_t n_rows_out) {
+                                            int64_t n_rows_out, const float *gpre = NULL) {
     const int64_t i = grp * 32 + lane;
-    const float xv = f.out_norm ? o * f.out_norm[i] : o;
+    /* gpre: this lane's gamma of f.out_norm, loaded by the caller earlier */
+    const float xv = f.out_norm ? o * (gpre ? *gpre : f.out_norm[i]) : o;
     if (f.out_f) f.out_f[i] = xv;
     warp_q8_1(xv, f.out_q, (float2 *)(f.out_q + n_rows_out), i, lane);
     const float ss = warp_sum(o * o);
