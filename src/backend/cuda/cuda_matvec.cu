@@ -8,7 +8,10 @@
  * streaming hint (read once) before griddepcontrol.wait (programmatic
  * dependent launch: they are constant, so a matvec streams its weights
  * while the kernel before it finishes); the activation (a few KB) is read
- * after the wait with plain loads (L1-cached, ordered by the memory model).
+ * after the wait with plain loads (L1-cached, ordered by the memory model),
+ * once per unit for all of a warp's rows, and beside it the folded norm's
+ * partial sums, so that a warp waits on one L2 round trip after the wait,
+ * not two.
  * Measured 2026-11-30 on the H200: reading it through the non-coherent path
  * (__ldg) raced with the producer under PDL (decode logits wrong), and
  * through L2 only (ld.cg) made the matvecs 3-4x slower; plain loads give
@@ -127,7 +130,14 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
     /* the rows loaded: a warp's rows past the matrix (the last warp's)
      * load its last row instead, their sums never stored, so that every
      * load of a unit has the same guard (u < nu) and the activation of a
-     * unit is loaded once for all R rows rather than once per row */
+     * unit is loaded once for all R rows rather than once per row (with a
+     * guard per row the compiler kept one load per row, each behind a
+     * branch, so after the wait a warp waited on them one after another).
+     * Measured 2026-12-01 with the norm's sums below (tg128, same calls,
+     * with / without): 8B Q4_0 584.9 / 574.7, 1B F16 1,197 / 1,150, 1B
+     * Q4_0 2,149 / 2,011, 8B Q8_0 404 / 391, Qwen3-8B Q4_0 554 / 548, 8B
+     * F16 243.1 / 241.6; for Q4_K and Q6_K (MV_UG) it made the Q4_K GLU
+     * spill (Q4_K_M 504 / 517), so they keep the per-row guard */
     int64_t lrows[R];
 #pragma unroll
     for (int r = 0; r < R; r++) lrows[r] = MV_UG(T) ? min(rows[r], w.n_out - 1) : rows[r];
