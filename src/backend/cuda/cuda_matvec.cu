@@ -46,6 +46,9 @@
 #include "backend/cuda/cuda_mv.cuh"
 
 #define MV_WARPS 4
+/* types whose rows share one guard per unit (rows past the matrix clamped;
+ * see lrows in matvec_body); a RoPE pair never straddles the end, n_out being
+ * a multiple of the head size */
 #define MV_UG(T) ((T) != TL_TYPE_Q4_K && (T) != TL_TYPE_Q6_K)
 #define MV_SS_N 4 /* the folded norm's partial sums per lane held over the loop (n_in <= 4096) */
 
