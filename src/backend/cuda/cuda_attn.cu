@@ -388,9 +388,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
 #pragma unroll
         for (int e = 0; e < E; e++) {
             const int d = lane * E + e, pi = pro.neox ? d % (D / 2) : d / 2;
-            float inv = powf(pro.base, -2.0f * (float)pi / (float)D);
-            if (pro.fdiv) inv /= pro.fdiv[pi];
-            sincosf((float)(kv_len - 1) / pro.pscale * inv, &sn[e], &co[e]);
+            rope_sincos((float)(kv_len - 1) / pro.pscale, pi, D, pro.base, pro.fdiv, &sn[e], &co[e]);
         }
     }
     pdl_wait();

@@ -88,6 +88,17 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+/* RoPE: sine and cosine of rotation pair p's angle over n_rot dims at
+ * pos_s, the position already divided by the context scale, with Llama-3's
+ * per-pair frequency divisors where fdiv is set (the one formula of every
+ * RoPE kernel and epilogue) */
+__device__ __forceinline__ void rope_sincos(float pos_s, int p, int n_rot, float base, const float *fdiv, float *s,
+                                            float *co) {
+    float inv = powf(base, -2.0f * (float)p / (float)n_rot);
+    if (fdiv) inv /= fdiv[p];
+    sincosf(pos_s * inv, s, co);
+}
+
 /* cp.async (sm_80+): 16 bytes global -> shared (dst a shared-space address);
  * src_bytes < 16 fills the rest with zeros (0: all zeros) */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {

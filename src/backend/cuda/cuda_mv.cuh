@@ -251,10 +251,8 @@ __device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, flo
     const int64_t pos = __ldcg(f.d_pos);
     if (pos >= f.n_ctx) return;
     if (head < f.nh + f.nkv) {
-        float inv = powf(f.base, -2.0f * (float)p / (float)f.hd);
-        if (f.fdiv) inv /= f.fdiv[p];
         float s, co;
-        sincosf((float)pos / f.scale * inv, &s, &co);
+        rope_sincos((float)pos / f.scale, p, f.hd, f.base, f.fdiv, &s, &co);
         const float x0 = y0, x1 = y1;
         y0 = x0 * co - x1 * s;
         y1 = x0 * s + x1 * co;

@@ -150,10 +150,8 @@ __global__ void rope_k(float *x, int64_t n_tok, int64_t ts, int n_heads, int hd,
     int64_t th = i / half; /* token * n_heads + head */
     int64_t t = th / n_heads;
     float pos = (float)(__ldcg(d_pos) + t) / scale;
-    float inv = powf(base, -2.0f * (float)p / (float)n_rot);
-    if (fdiv) inv /= fdiv[p];
     float s, co;
-    sincosf(pos * inv, &s, &co);
+    rope_sincos(pos, p, n_rot, base, fdiv, &s, &co);
     float *h = x + t * ts + (th % n_heads) * hd;
     int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
     float x0 = h[a], x1 = h[b];
@@ -342,10 +340,8 @@ __device__ __forceinline__ void rope_kv_pair(float *h, int a, int b, float x0, f
                                              int nkv, int hd, __half *kc, __half *vc, int64_t n_ctx, int64_t pos,
                                              float base, float scale, const float *fdiv, bool v_back) {
     if (head < nh + nkv) {
-        float inv = powf(base, -2.0f * (float)p / (float)hd);
-        if (fdiv) inv /= fdiv[p];
         float s, co;
-        sincosf((float)pos / scale * inv, &s, &co);
+        rope_sincos((float)pos / scale, p, hd, base, fdiv, &s, &co);
         const float y0 = x0 * co - x1 * s, y1 = x0 * s + x1 * co;
         h[a] = y0;
         h[b] = y1;
