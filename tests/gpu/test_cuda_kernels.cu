@@ -160,6 +160,17 @@ static std::vector<float> down(tlc_ctx *c, dbuf &d, size_t n_floats) {
     return v;
 }
 
+/* a weight uploaded from raw GGUF data, with its device memory and the
+ * staging buffer the upload used */
+struct dweight {
+    dbuf mem, stg;
+    tlc_weight w;
+    dweight(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, const std::vector<uint8_t> &raw)
+        : mem(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging") {
+        OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), mem.p, stg.p));
+    }
+};
+
 static const tl_type all_types[] = {TL_TYPE_F32, TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_Q4_0,
                                     TL_TYPE_Q4_1, TL_TYPE_Q8_0, TL_TYPE_Q4_K, TL_TYPE_Q6_K};
 
@@ -176,9 +187,8 @@ static void test_weights(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
         n_skip++;
         return;
     }
-    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
-    tlc_weight w;
-    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+    dweight dwt(c, t, n_in, n_out, raw);
+    tlc_weight &w = dwt.w;
 
     std::vector<float> x(n_in), xq, acc0(n_out);
     for (auto &v : x) v = rnd_normal();
@@ -310,9 +320,8 @@ static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int e
         n_skip++;
         return;
     }
-    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
-    tlc_weight w;
-    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+    dweight dwt(c, t, n_in, n_out, raw);
+    tlc_weight &w = dwt.w;
     const float eps = 1e-5f;
     std::vector<float> x(n_in), g(n_in), g2(n_out), y0(n_out);
     for (auto &v : x) v = rnd_normal() * 3.0f;
@@ -705,9 +714,8 @@ static int cache_diffs(tlc_ctx *c, dbuf &k1, dbuf &k2, dbuf &v1, dbuf &v2, size_
 static void test_attn_wo(tlc_ctx *c, int hd, int nh, int nkv, int pos) {
     const int n = nh * hd, n_ctx = 256, total = pos + 1;
     std::vector<uint8_t> raw = random_weight(TL_TYPE_Q4_0, n, n);
-    dbuf dw(c, tlc_weight_bytes(TL_TYPE_Q4_0, n, n), "wo"), stg(c, raw.size(), "staging");
-    tlc_weight w;
-    OK(tlc_weight_upload(c, &w, TL_TYPE_Q4_0, n, n, raw.data(), dw.p, stg.p));
+    dweight dwt(c, TL_TYPE_Q4_0, n, n, raw);
+    tlc_weight &w = dwt.w;
     std::vector<float> K((size_t)total * nkv * hd), V(K.size()), Q(n), y0(n), g(n);
     for (auto &v : K) v = rnd_normal();
     for (auto &v : V) v = rnd_normal();
@@ -945,9 +953,8 @@ static void test_mv_argmax(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, b
         const size_t rb = raw.size() / (size_t)n_out;
         for (int64_t r = 1; r < n_out; r++) memcpy(&raw[(size_t)r * rb], &raw[0], rb);
     }
-    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
-    tlc_weight w;
-    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+    dweight dwt(c, t, n_in, n_out, raw);
+    tlc_weight &w = dwt.w;
     std::vector<float> x(n_in);
     for (auto &v : x) v = rnd_normal();
     dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), dy(c, n_out * 4, "y"), dk(c, 8, "key"),
@@ -1020,9 +1027,8 @@ static void test_qkv_rope(tlc_ctx *c, tl_type t, int64_t n_in) {
     const int64_t n_out = (rope_case::nh + 2 * rope_case::nkv) * rope_case::hd; /* n_in 512 (one pass per
                                                                                   * warp) and 4096 (8B's) */
     std::vector<uint8_t> raw = random_weight(t, n_in, n_out);
-    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
-    tlc_weight w;
-    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+    dweight dwt(c, t, n_in, n_out, raw);
+    tlc_weight &w = dwt.w;
     rope_case rc(c, n_in, 23);
     dbuf a(c, n_out * 4, "a"), b(c, n_out * 4, "b");
     OK(tlc_matvec(c, &w, rc.dx.f(), rc.dq.p, a.f(), TLC_MV_STORE));
@@ -1118,9 +1124,8 @@ static void test_stream_identical(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n
     const size_t rb = tl_row_bytes(t, n_in);
     std::vector<uint8_t> raw(rb * n_out);
     for (size_t i = 0; i < raw.size(); i += h.size()) memcpy(&raw[i], h.data(), std::min(h.size(), raw.size() - i));
-    dbuf dw(c, tlc_weight_bytes(t, n_in, n_out), "w"), stg(c, raw.size(), "staging");
-    tlc_weight w;
-    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw.p, stg.p));
+    dweight dwt(c, t, n_in, n_out, raw);
+    tlc_weight &w = dwt.w;
     const int64_t n_ro = mode == TLC_MV_GLU ? n_out / 2 : n_out;
     if (!mvs_supported(c, &w, mode)) {
         printf("  stream %-5s %6lldx%-6lld mode %d: layout not streamable, skipped\n", tl_type_name(t),
@@ -1194,9 +1199,8 @@ static void test_graph(tlc_ctx *c) {
      * the eager result, and the position must advance on the device */
     const int64_t n_in = 1024, n_out = 4096;
     std::vector<uint8_t> raw = random_weight(TL_TYPE_Q8_0, n_in, n_out);
-    dbuf dw(c, tlc_weight_bytes(TL_TYPE_Q8_0, n_in, n_out), "w"), stg(c, raw.size(), "stg");
-    tlc_weight w;
-    OK(tlc_weight_upload(c, &w, TL_TYPE_Q8_0, n_in, n_out, raw.data(), dw.p, stg.p));
+    dweight dwt(c, TL_TYPE_Q8_0, n_in, n_out, raw);
+    tlc_weight &w = dwt.w;
     std::vector<float> x(n_in);
     for (auto &v : x) v = rnd_normal();
     dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "q"), dy(c, n_out * 4, "y"), dtok(c, 4, "tok"),
