@@ -103,6 +103,13 @@ __device__ __forceinline__ void mv_block_q8(const float *x, int64_t n, int8_t *q
     }
 }
 
+/* the folded input norm's scale, rsqrt(mean(x^2) + eps): s (this lane's
+ * sum so far) plus the partial sums f.in_ss[i0 + lane], [i0 + lane + 32], ... */
+__device__ __forceinline__ float mv_in_scale(const mv_fuse_d &f, int64_t n_in, float s, int64_t i0, int lane) {
+    for (int64_t i = i0 + lane; i < n_in / 32; i += 32) s += f.in_ss[i];
+    return rsqrtf(warp_sum(s) / (float)n_in + f.eps);
+}
+
 /* W warps per block, R weight rows per warp (GLU: R/2 outputs, each a gate
  * row and an up row), U units per lane in flight.
  * q8_1 epilogue (f.out_q): the blocks of one 32-output group count
@@ -203,9 +210,7 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
                         ss[j] = i < w.n_in / 32 ? f.in_ss[i] : 0.0f;
                     }
                 } else {
-                    float s = 0;
-                    for (int64_t i = lane; i < w.n_in / 32; i += 32) s += f.in_ss[i];
-                    sc = rsqrtf(warp_sum(s) / (float)w.n_in + f.eps);
+                    sc = mv_in_scale(f, w.n_in, 0.0f, 0, lane);
                 }
             }
             if (IQ) {
@@ -229,8 +234,7 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
         float s = 0;
 #pragma unroll
         for (int j = 0; j < MV_SS_N; j++) s += ss[j];
-        for (int64_t i = MV_SS_N * 32 + lane; i < w.n_in / 32; i += 32) s += f.in_ss[i];
-        sc = rsqrtf(warp_sum(s) / (float)w.n_in + f.eps);
+        sc = mv_in_scale(f, w.n_in, s, MV_SS_N * 32, lane);
     }
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]) * sc;
