@@ -113,25 +113,44 @@ __device__ __forceinline__ void att_load(float (&k)[ATT_P][att_dims<D>::E], floa
     }
 }
 
-/* the online-softmax update with the loaded positions below p1 */
-template <int D, int GMAX>
+/* the online-softmax update with the loaded positions below p1, for heads
+ * g < G, or (ALL: decode) for all GMAX heads: a head past G has q = 0 and
+ * its state is never read, and without a run-time exit per head the
+ * heads' warp reductions interleave (with "g < G" nvcc emitted one head
+ * after another, ~220 cycles each on decode's critical path: dot, five
+ * dependent shuffles, two exponentials); the decode launch picks the
+ * smallest GMAX that holds G. Prefill (many warps, throughput-bound) keeps
+ * the exit, so a small G costs no wasted work there. */
+template <int D, int GMAX, bool ALL>
 __device__ __forceinline__ void att_consume(att_state<D, GMAX> &st, int G, const float (&k)[ATT_P][att_dims<D>::E],
                                             const float (&v)[ATT_P][att_dims<D>::E], int64_t p, int64_t step,
                                             int64_t p1) {
     constexpr int E = att_dims<D>::E;
+    const int ng = ALL ? GMAX : G;
 #pragma unroll
     for (int j = 0; j < ATT_P; j++) {
         if (p + j * step >= p1) break;
+        float s[GMAX];
 #pragma unroll
         for (int g = 0; g < GMAX; g++) {
-            if (g >= G) break;
-            float s = 0;
+            s[g] = 0;
+            if (g >= ng) break;
 #pragma unroll
-            for (int e = 0; e < E; e++) s += st.q[g][e] * k[j][e];
-            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            float mn = fmaxf(st.m[g], s);
+            for (int e = 0; e < E; e++) s[g] += st.q[g][e] * k[j][e];
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int g = 0; g < GMAX; g++) {
+                if (g >= ng) break;
+                s[g] += __shfl_xor_sync(0xffffffffu, s[g], o);
+            }
+#pragma unroll
+        for (int g = 0; g < GMAX; g++) {
+            if (g >= ng) break;
+            float mn = fmaxf(st.m[g], s[g]);
             float corr = __expf(st.m[g] - mn); /* exp(-inf) = 0 on the first position */
-            float pw = __expf(s - mn);
+            float pw = __expf(s[g] - mn);
             st.l[g] = st.l[g] * corr + pw;
 #pragma unroll
             for (int e = 0; e < E; e++) st.acc[g][e] = st.acc[g][e] * corr + pw * v[j][e];
@@ -140,14 +159,14 @@ __device__ __forceinline__ void att_consume(att_state<D, GMAX> &st, int G, const
     }
 }
 
-template <int D, int GMAX, typename KT>
+template <int D, int GMAX, bool ALL, typename KT>
 __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT *kh, const KT *vh,
                                          int64_t p0, int64_t p1, int64_t step, int lane) {
     constexpr int E = att_dims<D>::E;
     for (int64_t p = p0; p < p1; p += ATT_P * step) {
         float k[ATT_P][E] = {}, v[ATT_P][E] = {};
         att_load<D, KT>(k, v, kh, vh, p, step, p1, lane);
-        att_consume<D, GMAX>(st, G, k, v, p, step, p1);
+        att_consume<D, GMAX, ALL>(st, G, k, v, p, step, p1);
     }
 }
 
@@ -269,26 +288,42 @@ template <typename KT> __device__ __forceinline__ KT kv_t(float v);
 template <> __device__ __forceinline__ float kv_t<float>(float v) { return v; }
 template <> __device__ __forceinline__ __half kv_t<__half>(float v) { return __float2half(v); }
 
-/* head h's D values, E per lane (lane * E + e), made ready in place:
- * bias (pro.bias row h), RMSNorm with w (NULL: none), rotation by (co, sn)
- * (rot: q and k heads); every lane of the warp calls it */
-template <int D>
-__device__ __forceinline__ void att_pro_head(const att_pro_d &pro, float (&x)[att_dims<D>::E], int h, const float *w,
-                                             bool rot, const float (&co)[att_dims<D>::E],
-                                             const float (&sn)[att_dims<D>::E], int lane) {
+/* heads h0 .. h0 + N - 1's D values, E per lane (x[n][lane * E + e]), made
+ * ready in place: bias (pro.bias row h), RMSNorm with w (NULL: none),
+ * rotation by (co, sn) (rot: q and k heads). Heads n >= nv are zeros and
+ * stay zero (no bias read past the rows). The N heads go through each
+ * step together so their warp reductions interleave; every lane of the
+ * warp calls it. */
+template <int D, int N>
+__device__ __forceinline__ void att_pro_heads(const att_pro_d &pro, float (&x)[N][att_dims<D>::E], int h0, int nv,
+                                              const float *w, bool rot, const float (&co)[att_dims<D>::E],
+                                              const float (&sn)[att_dims<D>::E], int lane) {
     constexpr int E = att_dims<D>::E;
     const bool act = lane * E < D;
 #pragma unroll
-    for (int e = 0; e < E; e++)
-        if (pro.bias && act) x[e] += pro.bias[(int64_t)h * D + lane * E + e];
-    if (w) {
-        float ss = 0;
-#pragma unroll
-        for (int e = 0; e < E; e++) ss += x[e] * x[e];
-        const float sc = rsqrtf(warp_sum(ss) / (float)D + pro.eps);
+    for (int n = 0; n < N; n++)
 #pragma unroll
         for (int e = 0; e < E; e++)
-            if (act) x[e] = x[e] * sc * w[lane * E + e];
+            if (pro.bias && act && n < nv) x[n][e] += pro.bias[(int64_t)(h0 + n) * D + lane * E + e];
+    if (w) {
+        float ss[N];
+#pragma unroll
+        for (int n = 0; n < N; n++) {
+            ss[n] = 0;
+#pragma unroll
+            for (int e = 0; e < E; e++) ss[n] += x[n][e] * x[n][e];
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int n = 0; n < N; n++) ss[n] += __shfl_xor_sync(0xffffffffu, ss[n], o);
+#pragma unroll
+        for (int n = 0; n < N; n++) {
+            const float sc = n < nv ? rsqrtf(ss[n] / (float)D + pro.eps) : 0.0f; /* eps 0: no inf * 0 */
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                if (act) x[n][e] = x[n][e] * sc * w[lane * E + e];
+        }
     }
     if (!rot) return;
     if (pro.neox || E == 1) {
@@ -297,17 +332,21 @@ __device__ __forceinline__ void att_pro_head(const att_pro_d &pro, float (&x)[at
         const int off = !pro.neox ? 1 : D >= 32 ? 16 : D / 2;
         const bool first = pro.neox ? (lane * E) < D / 2 : !(lane & 1);
 #pragma unroll
-        for (int e = 0; e < E; e++) {
-            const float o = __shfl_xor_sync(0xffffffffu, x[e], off);
-            x[e] = first ? x[e] * co[e] - o * sn[e] : o * sn[e] + x[e] * co[e];
-        }
+        for (int n = 0; n < N; n++)
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                const float o = __shfl_xor_sync(0xffffffffu, x[n][e], off);
+                x[n][e] = first ? x[n][e] * co[e] - o * sn[e] : o * sn[e] + x[n][e] * co[e];
+            }
     } else {
 #pragma unroll
-        for (int e = 0; e + 1 < E; e += 2) {
-            const float x0 = x[e], x1 = x[e + 1];
-            x[e] = x0 * co[e] - x1 * sn[e];
-            x[e + 1] = x0 * sn[e] + x1 * co[e];
-        }
+        for (int n = 0; n < N; n++)
+#pragma unroll
+            for (int e = 0; e + 1 < E; e += 2) {
+                const float x0 = x[n][e], x1 = x[n][e + 1];
+                x[n][e] = x0 * co[e] - x1 * sn[e];
+                x[n][e + 1] = x0 * sn[e] + x1 * co[e];
+            }
     }
 }
 
@@ -393,27 +432,31 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     }
     pdl_wait();
     att_state<D, GMAX> st;
+    if constexpr (PRO) {
+        /* the G query heads from the raw row (heads past G: zeros) */
+        float x[GMAX][E];
+#pragma unroll
+        for (int g = 0; g < GMAX; g++)
+#pragma unroll
+            for (int e = 0; e < E; e++) x[g][e] = g < G && act ? q[((int64_t)kvh * G + g) * D + lane * E + e] : 0.0f;
+        att_pro_heads<D, GMAX>(pro, x, kvh * G, G, pro.qn, true, co, sn, lane);
+#pragma unroll
+        for (int g = 0; g < GMAX; g++)
+#pragma unroll
+            for (int e = 0; e < E; e++) st.q[g][e] = x[g][e] * scale;
+    } else {
+#pragma unroll
+        for (int g = 0; g < GMAX; g++)
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                st.q[g][e] = g < G && act ? q[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
+    }
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
         st.m[g] = -INFINITY;
         st.l[g] = 0;
-        if constexpr (PRO) {
-            float x[E];
 #pragma unroll
-            for (int e = 0; e < E; e++) {
-                st.acc[g][e] = 0;
-                x[e] = g < G && act ? q[((int64_t)kvh * G + g) * D + lane * E + e] : 0.0f;
-            }
-            if (g < G) att_pro_head<D>(pro, x, kvh * G + g, pro.qn, true, co, sn, lane);
-#pragma unroll
-            for (int e = 0; e < E; e++) st.q[g][e] = x[e] * scale;
-        } else {
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                st.acc[g][e] = 0;
-                st.q[g][e] = g < G && act ? q[((int64_t)kvh * G + g) * D + lane * E + e] * scale : 0.0f;
-            }
-        }
+        for (int e = 0; e < E; e++) st.acc[g][e] = 0;
     }
     if (mode & ATT_MODE_EARLY) {
         /* the current position, written by the kernel before, if this batch
@@ -422,20 +465,20 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         const bool mine = cur >= pw0 && cur < p1 && (cur - pw0) % NW == 0; /* warp-uniform */
         if constexpr (PRO) {
             if (mine) {
-                float xk[E], xv[E];
+                float xk[1][E], xv[1][E];
                 const float *kr = q + (int64_t)(pro.nh + kvh) * D, *vr = q + (int64_t)(pro.nh + pro.nkv + kvh) * D;
 #pragma unroll
                 for (int e = 0; e < E; e++) {
-                    xk[e] = act ? kr[lane * E + e] : 0.0f;
-                    xv[e] = act ? vr[lane * E + e] : 0.0f;
+                    xk[0][e] = act ? kr[lane * E + e] : 0.0f;
+                    xv[0][e] = act ? vr[lane * E + e] : 0.0f;
                 }
-                att_pro_head<D>(pro, xk, pro.nh + kvh, pro.kn, true, co, sn, lane);
-                att_pro_head<D>(pro, xv, pro.nh + pro.nkv + kvh, NULL, false, co, sn, lane);
+                att_pro_heads<D, 1>(pro, xk, pro.nh + kvh, 1, pro.kn, true, co, sn, lane);
+                att_pro_heads<D, 1>(pro, xv, pro.nh + pro.nkv + kvh, 1, NULL, false, co, sn, lane);
 #pragma unroll
                 for (int e = 0; e < E; e++) {
                     if (!act) break;
                     /* a later batch of this warp reads it back from the cache (same thread) */
-                    const KT kq = kv_t<KT>(xk[e]), vq = kv_t<KT>(xv[e]);
+                    const KT kq = kv_t<KT>(xk[0][e]), vq = kv_t<KT>(xv[0][e]);
                     ((KT *)kh)[cur * D + lane * E + e] = kq;
                     ((KT *)vh)[cur * D + lane * E + e] = vq;
 #pragma unroll
@@ -457,10 +500,10 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
                             v0[jj][e] = kv_f(vh[cur * D + lane * E + e]);
                         }
         }
-        att_consume<D, GMAX>(st, G, k0, v0, pw0, NW, p1);
-        att_walk<D, GMAX, KT>(st, G, kh, vh, pw0 + ATT_P * NW, p1, NW, lane);
+        att_consume<D, GMAX, true>(st, G, k0, v0, pw0, NW, p1);
+        att_walk<D, GMAX, true, KT>(st, G, kh, vh, pw0 + ATT_P * NW, p1, NW, lane);
     } else {
-        att_walk<D, GMAX, KT>(st, G, kh, vh, pw0, p1, NW, lane);
+        att_walk<D, GMAX, true, KT>(st, G, kh, vh, pw0, p1, NW, lane);
     }
     /* merge the block's warps */
     __shared__ float sm[NW][GMAX][2];
@@ -739,7 +782,7 @@ attn_prefill_k(const float *q, int64_t qs, const KT *kc, const KT *vc, int n_hea
         }
     }
     const KT *kh = kc + (int64_t)kvh * n_ctx * D, *vh = vc + (int64_t)kvh * n_ctx * D;
-    att_walk<D, GMAX, KT>(st, G, kh, vh, 0, kv_len, 1, lane);
+    att_walk<D, GMAX, false, KT>(st, G, kh, vh, 0, kv_len, 1, lane);
     float *ot = out + t * n_head * D;
 #pragma unroll
     for (int g = 0; g < GMAX; g++) {
@@ -768,7 +811,11 @@ static cudaError_t attn_prefill_launch(tlc_ctx *c, const float *q, int64_t qs, c
         int G = n_kv_head > 0 ? n_head / n_kv_head : 0;                                           \
         if (G <= 0 || n_head % n_kv_head)                                                         \
             return tl_err(TL_ERR_INVALID, "cuda: attention: %d heads over %d KV heads", n_head, n_kv_head); \
-        if (head_dim == 64 && G <= 8) {                                                           \
+        if (head_dim == 64 && G <= 4) {                                                           \
+            e = f16 ? FN<64, 4, __half>(__VA_ARGS__) : FN<64, 4, float>(__VA_ARGS__);            \
+        } else if (head_dim == 128 && G <= 4) {                                                   \
+            e = f16 ? FN<128, 4, __half>(__VA_ARGS__) : FN<128, 4, float>(__VA_ARGS__);          \
+        } else if (head_dim == 64 && G <= 8) {                                                    \
             e = f16 ? FN<64, 8, __half>(__VA_ARGS__) : FN<64, 8, float>(__VA_ARGS__);            \
         } else if (head_dim == 128 && G <= 8) {                                                   \
             e = f16 ? FN<128, 8, __half>(__VA_ARGS__) : FN<128, 8, float>(__VA_ARGS__);          \
