@@ -170,6 +170,12 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
         pdl_wait();
         return;
     }
+    /* the QKV epilogue's rotation, before the wait (mv_rope_prep), in the
+     * instances a QKV runs in: the store layouts of 4 warps x 2 rows */
+    constexpr bool RP = R == 2 && W == MV_WARPS && !IQ && KS == 1 && !AM;
+    mv_rope_t rp = {};
+    if constexpr (RP)
+        if (f.rope_on && lane == 0) rp = mv_rope_prep(f, rows[0] + row_off);
     const int64_t nu_all = live ? M::units(w.n_in) : 0;
     const int64_t per = KS > 1 ? (nu_all + 32 * KS - 1) / (32 * KS) * 32 : nu_all;
     /* F16 keeps the clamped (run-time) form even unsplit: it compiles to
@@ -267,7 +273,13 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
                 y[o] = g / (1.0f + __expf(-g)) * u;
             }
         } else {
-            if (R == 2 && f.rope_on) mv_rope_pair(f, rows[0] + row_off, acc[0], acc[1]);
+            if (R == 2 && f.rope_on) {
+                /* (the other R == 2 instances keep the whole epilogue here:
+                 * never run there, but taking it out moved their register
+                 * allocation, e.g. the Q6_K head's 80 -> 95) */
+                if constexpr (RP) mv_rope_apply(f, rows[0] + row_off, rp, acc[0], acc[1]);
+                else mv_rope_pair(f, rows[0] + row_off, acc[0], acc[1]);
+            }
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 int64_t row = rows[r];

@@ -245,17 +245,34 @@ __device__ __forceinline__ unsigned long long mv_amax_key(float v, int64_t row) 
 }
 
 /* rows r0, r0+1 (an adjacent pair of one head) of [q | k | v]: rotate q/k
- * at *d_pos and store k/v into the cache; the same arithmetic as rope_kv_k */
-__device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, float &y0, float &y1) {
-    const int head = (int)(r0 / f.hd), a = (int)(r0 % f.hd), p = a / 2;
-    const int64_t pos = __ldcg(f.d_pos);
+ * at *d_pos and store k/v into the cache; the same arithmetic as rope_kv_k.
+ * In two steps: mv_rope_prep reads the position and makes the rotation
+ * (constant inputs: *d_pos is written by the copy that starts the step, so
+ * a matvec calls it before its PDL wait, off the critical path: after the
+ * loop it was an L2 round trip and a powf/sincosf at the end of every QKV
+ * block), mv_rope_apply rotates and stores. */
+struct mv_rope_t {
+    int64_t pos; /* >= n_ctx: nothing to do */
+    float s, co;
+};
+__device__ __forceinline__ mv_rope_t mv_rope_prep(const mv_fuse_d &f, int64_t r0) {
+    mv_rope_t rp;
+    rp.pos = __ldcg(f.d_pos);
+    rp.s = 0.0f;
+    rp.co = 1.0f;
+    const int head = (int)(r0 / f.hd), p = (int)(r0 % f.hd) / 2;
+    if (rp.pos < f.n_ctx && head < f.nh + f.nkv) rope_sincos((float)rp.pos / f.scale, p, f.hd, f.base, f.fdiv, &rp.s, &rp.co);
+    return rp;
+}
+__device__ __forceinline__ void mv_rope_apply(const mv_fuse_d &f, int64_t r0, const mv_rope_t &rp, float &y0,
+                                              float &y1) {
+    const int head = (int)(r0 / f.hd), a = (int)(r0 % f.hd);
+    const int64_t pos = rp.pos;
     if (pos >= f.n_ctx) return;
     if (head < f.nh + f.nkv) {
-        float s, co;
-        rope_sincos((float)pos / f.scale, p, f.hd, f.base, f.fdiv, &s, &co);
         const float x0 = y0, x1 = y1;
-        y0 = x0 * co - x1 * s;
-        y1 = x0 * s + x1 * co;
+        y0 = x0 * rp.co - x1 * rp.s;
+        y1 = x0 * rp.s + x1 * rp.co;
         if (head >= f.nh) {
             __half *kr = f.kc + ((int64_t)(head - f.nh) * f.n_ctx + pos) * f.hd;
             kr[a] = __float2half(y0);
@@ -266,6 +283,9 @@ __device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, flo
         vr[a] = __float2half(y0);
         vr[a + 1] = __float2half(y1);
     }
+}
+__device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, float &y0, float &y1) {
+    mv_rope_apply(f, r0, mv_rope_prep(f, r0), y0, y1);
 }
 
 /* the q8_1 epilogue of one group of 32 outputs by one warp (lane = output
