@@ -569,14 +569,16 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         if (n <= 0) return;
         const float *ps = (const float *)wo_sm;
         const float2 *pm = (const float2 *)(ps + ATT_CS * C);
-        if ((int)threadIdx.x < n) {
-            const int il = threadIdx.x, g = (i0 + il) / D;
-            out[(int64_t)kvh * G * D + i0 + il] = res[il] =
-                att_merge_ranks([&](int r) { return pm[r * G + g]; }, [&](int r) { return ps[r * C + il]; });
-        }
-        if (!out_q) return;
-        __syncthreads();
-        att_out_q8<NW>(res, n, out_q, n_total, (int64_t)kvh * G * D + i0);
+        /* one output per thread; with out_q, n is a multiple of 32 (C and
+         * G*D are), so a warp holds whole q8_1 groups and quantizes them
+         * from its registers (no shared-memory round trip, no block barrier) */
+        if ((int)threadIdx.x >= n) return; /* whole warps */
+        const int il = threadIdx.x, g = (i0 + il) / D;
+        const float o =
+            att_merge_ranks([&](int r) { return pm[r * G + g]; }, [&](int r) { return ps[r * C + il]; });
+        const int64_t oi = (int64_t)kvh * G * D + i0 + il;
+        out[oi] = o;
+        if (out_q) warp_q8_1(o, out_q, (float2 *)(out_q + n_total), oi, lane);
         return;
     }
     if (clus) {
