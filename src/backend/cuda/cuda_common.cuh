@@ -99,6 +99,33 @@ __device__ __forceinline__ void rope_sincos(float pos_s, int p, int n_rot, float
     sincosf(pos_s * inv, s, co);
 }
 
+/* the rotate-and-cache-store of one pair (a, b) of head `head` of a
+ * token's [q | k | v] row at pos, shared by the RoPE kernels and the QKV
+ * matvec's epilogue: q/k heads rotate (y0, y1) by (s, co) in place, k heads
+ * also go into the key cache, v heads (unrotated) into the value cache.
+ * Caches are [kv head][n_ctx][hd] halves. */
+__device__ __forceinline__ void rope_store_pair(__half *kc, __half *vc, int head, int nh, int nkv, int hd,
+                                                int64_t n_ctx, int64_t pos, int a, int b, float s, float co,
+                                                float &y0, float &y1) {
+    if (head < nh + nkv) {
+        /* rounding pinned (one product rounded, the other fused): left to
+         * nvcc, the contraction into an FMA differs between inlining sites,
+         * and the streamed and register matvecs must store identical bits */
+        const float x0 = y0, x1 = y1;
+        y0 = __fmaf_rn(x0, co, -__fmul_rn(x1, s));
+        y1 = __fmaf_rn(x0, s, __fmul_rn(x1, co));
+        if (head >= nh) {
+            __half *kr = kc + ((int64_t)(head - nh) * n_ctx + pos) * hd;
+            kr[a] = __float2half(y0);
+            kr[b] = __float2half(y1);
+        }
+    } else {
+        __half *vr = vc + ((int64_t)(head - nh - nkv) * n_ctx + pos) * hd;
+        vr[a] = __float2half(y0);
+        vr[b] = __float2half(y1);
+    }
+}
+
 /* cp.async (sm_80+): 16 bytes global -> shared (dst a shared-space address);
  * src_bytes < 16 fills the rest with zeros (0: all zeros) */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {

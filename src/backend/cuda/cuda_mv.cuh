@@ -269,20 +269,7 @@ __device__ __forceinline__ void mv_rope_apply(const mv_fuse_d &f, int64_t r0, co
     const int head = (int)(r0 / f.hd), a = (int)(r0 % f.hd);
     const int64_t pos = rp.pos;
     if (pos >= f.n_ctx) return;
-    if (head < f.nh + f.nkv) {
-        const float x0 = y0, x1 = y1;
-        y0 = x0 * rp.co - x1 * rp.s;
-        y1 = x0 * rp.s + x1 * rp.co;
-        if (head >= f.nh) {
-            __half *kr = f.kc + ((int64_t)(head - f.nh) * f.n_ctx + pos) * f.hd;
-            kr[a] = __float2half(y0);
-            kr[a + 1] = __float2half(y1);
-        }
-    } else {
-        __half *vr = f.vc + ((int64_t)(head - f.nh - f.nkv) * f.n_ctx + pos) * f.hd;
-        vr[a] = __float2half(y0);
-        vr[a + 1] = __float2half(y1);
-    }
+    rope_store_pair(f.kc, f.vc, head, f.nh, f.nkv, f.hd, f.n_ctx, pos, a, a + 1, rp.s, rp.co, y0, y1);
 }
 __device__ __forceinline__ void mv_rope_pair(const mv_fuse_d &f, int64_t r0, float &y0, float &y1) {
     mv_rope_apply(f, r0, mv_rope_prep(f, r0), y0, y1);

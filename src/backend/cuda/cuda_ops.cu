@@ -339,25 +339,13 @@ tl_status tlc_copy(tlc_ctx *c, void *dst, const void *src, size_t bytes) {
 __device__ __forceinline__ void rope_kv_pair(float *h, int a, int b, float x0, float x1, int head, int p, int nh,
                                              int nkv, int hd, __half *kc, __half *vc, int64_t n_ctx, int64_t pos,
                                              float base, float scale, const float *fdiv, bool v_back) {
-    if (head < nh + nkv) {
-        float s, co;
-        rope_sincos((float)pos / scale, p, hd, base, fdiv, &s, &co);
-        const float y0 = x0 * co - x1 * s, y1 = x0 * s + x1 * co;
-        h[a] = y0;
-        h[b] = y1;
-        if (head >= nh) {
-            __half *kr = kc + ((int64_t)(head - nh) * n_ctx + pos) * hd;
-            kr[a] = __float2half(y0);
-            kr[b] = __float2half(y1);
-        }
-    } else {
-        if (v_back) {
-            h[a] = x0;
-            h[b] = x1;
-        }
-        __half *vr = vc + ((int64_t)(head - nh - nkv) * n_ctx + pos) * hd;
-        vr[a] = __float2half(x0);
-        vr[b] = __float2half(x1);
+    const bool qk = head < nh + nkv;
+    float s = 0.0f, co = 1.0f;
+    if (qk) rope_sincos((float)pos / scale, p, hd, base, fdiv, &s, &co);
+    rope_store_pair(kc, vc, head, nh, nkv, hd, n_ctx, pos, a, b, s, co, x0, x1);
+    if (qk || v_back) {
+        h[a] = x0;
+        h[b] = x1;
     }
 }
 
