@@ -171,6 +171,18 @@ struct dweight {
     }
 };
 
+/* a random input x (n_in, normal) on the device with its q8_1 (act_prep
+ * without a norm), the input most matvec checks feed */
+struct dinput {
+    std::vector<float> x;
+    dbuf dx, dq;
+    dinput(tlc_ctx *c, int64_t n_in) : x(n_in), dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq") {
+        for (auto &v : x) v = rnd_normal();
+        up(c, dx, x.data(), n_in * 4);
+        OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+    }
+};
+
 static const tl_type all_types[] = {TL_TYPE_F32, TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_Q4_0,
                                     TL_TYPE_Q4_1, TL_TYPE_Q8_0, TL_TYPE_Q4_K, TL_TYPE_Q6_K};
 
@@ -955,17 +967,13 @@ static void test_mv_argmax(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, b
     }
     dweight dwt(c, t, n_in, n_out, raw);
     tlc_weight &w = dwt.w;
-    std::vector<float> x(n_in);
-    for (auto &v : x) v = rnd_normal();
-    dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), dy(c, n_out * 4, "y"), dk(c, 8, "key"),
-        di(c, 4, "argmax");
-    up(c, dx, x.data(), n_in * 4);
-    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
+    dinput in(c, n_in);
+    dbuf dy(c, n_out * 4, "y"), dk(c, 8, "key"), di(c, 4, "argmax");
     OK(tlc_memset(c, dk.p, 0, 8));
     dy.poison();
     tlc_mv_fuse fz = {};
     fz.argmax = (unsigned long long *)dk.p;
-    OK(tlc_matvec_fused(c, &w, dx.f(), dq.p, dy.f(), TLC_MV_STORE, &fz));
+    OK(tlc_matvec_fused(c, &w, in.dx.f(), in.dq.p, dy.f(), TLC_MV_STORE, &fz));
     OK(tlc_argmax(c, dy.f(), n_out, (int32_t *)di.p));
     std::vector<float> y = down(c, dy, n_out);
     unsigned long long key = 0;
@@ -987,21 +995,18 @@ static void test_mv_argmax(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, b
  * q8_1, RoPE parameters with random frequency divisors, and two zeroed
  * caches: 1 for the reference (a plain matvec, then tlc_rope_kv), 2 for the
  * fused epilogue (args()). */
-struct rope_case {
+struct rope_case : dinput {
     static constexpr int nh = 8, nkv = 2, hd = 64, n_ctx = 64;
     const size_t cache = (size_t)nkv * n_ctx * hd * 2;
-    std::vector<float> x, ff;
-    dbuf dx, dq, dp, dff, k1, v1, k2, v2;
+    std::vector<float> ff;
+    dbuf dp, dff, k1, v1, k2, v2;
     tlc_rope_params p;
     rope_case(tlc_ctx *c, int64_t n_in, int32_t pos)
-        : x(n_in), ff(hd / 2), dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "xq"), dp(c, 4, "pos"),
-          dff(c, hd / 2 * 4, "ff"), k1(c, cache, "k1"), v1(c, cache, "v1"), k2(c, cache, "k2"), v2(c, cache, "v2") {
-        for (auto &v : x) v = rnd_normal();
+        : dinput(c, n_in), ff(hd / 2), dp(c, 4, "pos"), dff(c, hd / 2 * 4, "ff"), k1(c, cache, "k1"),
+          v1(c, cache, "v1"), k2(c, cache, "k2"), v2(c, cache, "v2") {
         for (auto &v : ff) v = 1.0f + 3.0f * rnd_unif();
-        up(c, dx, x.data(), n_in * 4);
         up(c, dp, &pos, 4);
         up(c, dff, ff.data(), ff.size() * 4);
-        OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
         for (dbuf *d : {&k1, &v1, &k2, &v2}) OK(tlc_memset(c, d->p, 0, cache));
         p = {hd, false, 500000.0f, 1.0f, dff.f()};
     }
@@ -1201,22 +1206,18 @@ static void test_graph(tlc_ctx *c) {
     std::vector<uint8_t> raw = random_weight(TL_TYPE_Q8_0, n_in, n_out);
     dweight dwt(c, TL_TYPE_Q8_0, n_in, n_out, raw);
     tlc_weight &w = dwt.w;
-    std::vector<float> x(n_in);
-    for (auto &v : x) v = rnd_normal();
-    dbuf dx(c, n_in * 4, "x"), dq(c, tlc_q8_bytes(n_in), "q"), dy(c, n_out * 4, "y"), dtok(c, 4, "tok"),
-        dp(c, 4, "pos");
-    up(c, dx, x.data(), n_in * 4);
+    dinput in(c, n_in);
+    dbuf dy(c, n_out * 4, "y"), dtok(c, 4, "tok"), dp(c, 4, "pos");
     int32_t zero = 0;
     up(c, dp, &zero, 4);
-    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
-    OK(tlc_matvec(c, &w, NULL, dq.p, dy.f(), TLC_MV_STORE));
+    OK(tlc_matvec(c, &w, NULL, in.dq.p, dy.f(), TLC_MV_STORE));
     OK(tlc_argmax(c, dy.f(), n_out, (int32_t *)dtok.p));
     int32_t eager = -1;
     OK(tlc_download(c, &eager, dtok.p, 4));
     tlc_graph *g;
     OK(tlc_graph_begin(c));
-    OK(tlc_act_prep(c, dx.f(), NULL, 0, n_in, 1, NULL, dq.p));
-    OK(tlc_matvec(c, &w, NULL, dq.p, dy.f(), TLC_MV_STORE));
+    OK(tlc_act_prep(c, in.dx.f(), NULL, 0, n_in, 1, NULL, in.dq.p));
+    OK(tlc_matvec(c, &w, NULL, in.dq.p, dy.f(), TLC_MV_STORE));
     OK(tlc_argmax(c, dy.f(), n_out, (int32_t *)dtok.p));
     OK(tlc_pos_advance(c, (int32_t *)dp.p, 1));
     OK(tlc_graph_end(c, &g));

@@ -682,7 +682,6 @@ static tl_status cl_head_last(tl_session *s, int32_t m) {
         CL_OP("pp head", tlc_matvec(cm->c, &cm->out, cs->xn, cs->xq, cs->logits, TLC_MV_STORE));
         CL_OP("argmax", tlc_argmax(cm->c, cs->logits, hp->n_vocab, cs->d_next));
     }
-    cs->next_in_key = m == 1;
     return TL_OK;
 }
 
@@ -737,7 +736,6 @@ static tl_status cl_decode(tl_session *s, int32_t tok) {
     /* the previous step has finished (every eval ends synchronized), so the
      * pinned inputs can be rewritten */
     cl_step_inputs(cs, s->n_past, tok);
-    cs->next_in_key = true;
     return tlc_graph_launch(c, cs->graph[gi]);
 }
 
@@ -750,6 +748,7 @@ static tl_status cl_eval(tl_session *s, const int32_t *tokens, int32_t n) {
     CL_TRY(llm_session_check(s, tokens, n));
     for (int32_t i = 0; i < n; i += s->n_batch) {
         int32_t m = n - i < s->n_batch ? n - i : s->n_batch;
+        cs->next_in_key = m == 1; /* the last chunk's head left the greedy token */
         if (m == 1) {
             CL_TRY(cl_decode(s, tokens[i]));
         } else {
