@@ -33,7 +33,8 @@ typedef enum tl_status {
     TL_ERR_NOMEM = 5,       /* allocation failed */
     TL_ERR_NOT_FOUND = 6,   /* key/tensor/file absent */
     TL_ERR_BACKEND = 7,     /* device/backend failure */
-    TL_ERR_STATE = 8        /* call not valid in the object's current state */
+    TL_ERR_STATE = 8,       /* call not valid in the object's current state */
+    TL_ERR_FULL = 9         /* a bounded pool (the KV cache's blocks) has no room left */
 } tl_status;
 
 /* Message for the last failure on this thread (empty if none yet). */
@@ -111,7 +112,90 @@ tl_status tl_detok_push(tl_detok *d, int32_t tok, char *buf, size_t cap, size_t 
 /* Flush held bytes (invalid UTF-8 at the end comes out as U+FFFD). */
 tl_status tl_detok_flush(tl_detok *d, char *buf, size_t cap, size_t *n);
 
-/* ---- sessions: a KV cache and scratch for one sequence ------------------- */
+/* ---- contexts: many sequences over one paged KV cache --------------------
+ *
+ * A context owns a KV cache, activation scratch and (on the CPU) a thread
+ * pool, and evaluates batches of tokens drawn from many sequences at once:
+ * every weight is read once per forward for all of them. The KV cache is a
+ * pool of fixed-size blocks of positions shared by all sequences, so memory
+ * follows the live tokens; a sequence's positions are always 0..len-1, and
+ * a batch appends to its sequences. Forking makes a sequence that shares
+ * another's prefix blocks without copying them (a partly filled block is
+ * copied when either side next writes to it).
+ *
+ * Typical use:
+ *   tl_context *c; tl_context_init(m, NULL, &c);
+ *   tl_batch b = {.n_tokens = n, .token = toks, .seq_id = seqs, .logits = want};
+ *   tl_decode(c, &b);                       // positions follow each sequence
+ *   const float *lg = tl_context_logits(c, i); // i-th token of the batch
+ */
+
+typedef struct tl_context tl_context;
+
+typedef struct tl_context_params {
+    int32_t n_ctx;     /* KV positions in the pool, shared by all sequences (0: min(model's, 4096)) */
+    int32_t n_seq_max; /* sequence ids are 0..n_seq_max-1 (0: 1) */
+    int32_t n_batch;   /* most tokens one forward runs; a larger batch is split (0: 512) */
+    int32_t n_threads; /* CPU threads (0: number of cores) */
+    int32_t kv_block;  /* positions per KV block, a power of two 1..256 (0: 16) */
+    int32_t n_seq_ctx; /* longest one sequence may grow (0: n_ctx, capped by the model's) */
+    bool embeddings;   /* also keep each output token's final hidden state (tl_context_embedding) */
+} tl_context_params;
+
+/* One batch: token i goes to sequence seq_id[i] at position pos[i]. Tokens
+ * of one sequence must come in position order, each sequence continuing at
+ * its current length. A rejected batch changes nothing. */
+typedef struct tl_batch {
+    int32_t n_tokens;
+    const int32_t *token;  /* [n_tokens] */
+    const int32_t *pos;    /* [n_tokens] positions, or NULL: each sequence's next ones */
+    const int32_t *seq_id; /* [n_tokens] sequence ids, or NULL: all sequence 0 */
+    const int8_t *logits;  /* [n_tokens] nonzero: keep this token's logits; NULL: the last token's */
+} tl_batch;
+
+typedef struct tl_kv_stats {
+    int32_t block_size;      /* positions per block */
+    int32_t n_blocks;        /* blocks in the pool */
+    int32_t n_used;          /* blocks holding positions of some sequence */
+    int32_t n_seqs;          /* sequences with at least one position */
+    int64_t n_positions;     /* positions held, summed over sequences (shared ones counted once per sequence) */
+    uint64_t bytes_per_block;
+    uint64_t bytes_total;    /* the pool's memory */
+} tl_kv_stats;
+
+tl_context_params tl_context_default_params(void);
+tl_status tl_context_init(tl_model *m, const tl_context_params *params, tl_context **out);
+void tl_context_free(tl_context *c);
+const tl_model *tl_context_model(const tl_context *c);
+int32_t tl_context_n_ctx(const tl_context *c);     /* positions in the pool */
+int32_t tl_context_n_seq_max(const tl_context *c);
+int32_t tl_context_n_seq_ctx(const tl_context *c); /* longest sequence */
+
+/* Evaluate a batch. Validated first (token ids, sequence ids, positions,
+ * sizes, room in the pool: TL_ERR_FULL naming the blocks needed and free);
+ * on any error no sequence changes. */
+tl_status tl_decode(tl_context *c, const tl_batch *b);
+/* Logits [n_vocab] of token i of the last batch, if it asked for them, else
+ * NULL. Valid until the next tl_decode. On a GPU a row is copied to the
+ * host when first asked for. */
+const float *tl_context_logits(tl_context *c, int32_t i);
+/* Argmax of those logits (lowest id on ties); on a GPU computed on the
+ * device, so only the id is copied. TL_ERR_INVALID if i kept no logits. */
+tl_status tl_context_greedy(tl_context *c, int32_t i, int32_t *tok);
+/* Final hidden state [n_embd] of token i (after the output norm), with
+ * params.embeddings set; else NULL. */
+const float *tl_context_embedding(tl_context *c, int32_t i);
+
+/* Sequences. */
+int32_t tl_seq_len(const tl_context *c, int32_t seq);        /* positions held; -1: bad id */
+tl_status tl_seq_remove(tl_context *c, int32_t seq);         /* forget it, freeing its blocks */
+tl_status tl_seq_truncate(tl_context *c, int32_t seq, int32_t len); /* keep positions < len */
+/* dst (which must be empty) becomes src's first len positions, sharing
+ * their KV blocks. */
+tl_status tl_seq_fork(tl_context *c, int32_t src, int32_t dst, int32_t len);
+void tl_context_kv_stats(const tl_context *c, tl_kv_stats *out);
+
+/* ---- sessions: one sequence (a context of one sequence) ------------------- */
 
 typedef struct tl_session tl_session;
 

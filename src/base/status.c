@@ -40,6 +40,7 @@ const char *tl_status_str(tl_status s) {
     case TL_ERR_NOT_FOUND: return "not found";
     case TL_ERR_BACKEND: return "backend error";
     case TL_ERR_STATE: return "invalid state";
+    case TL_ERR_FULL: return "no room left";
     }
     return "unknown status";
 }
