@@ -13,7 +13,7 @@
 
 #include "test_util.h"
 #include "text/chat_template.h"
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 
 static tl_status render_lim(const char *src, const char *vars_json, const jinja_limits *lim, char **out) {
     *out = NULL;

@@ -1,18 +1,16 @@
 /* text/chat_template: HF-compatible chat template rendering on top of the
  * Jinja interpreter. Messages given as C structs are turned into JSON (one
- * loading path for both forms) and loaded as the `messages` variable.
- * Also implements the public tl_chat_apply_template (model's template and
- * special tokens via the public model API).
- * Owns: the parsed template. Calls: text/jinja, base/status, public model
- * API (tallow.h: template text, special tokens), libc. */
+ * loading path for both forms) and loaded as the `messages` variable. The
+ * BOS/EOS text comes in the arguments: this file knows no model (the public
+ * tl_chat_apply_template that binds a model's tokens is llm/chat.c).
+ * Owns: the parsed template. Calls: jinja/jinja, base/status, libc. */
 #include "text/chat_template.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tallow.h"
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 
 struct chat_template {
     jinja_template *t;
@@ -138,44 +136,5 @@ tl_status chat_template_render(const char *src, size_t len, const chat_template_
     if (st != TL_OK) return st;
     st = chat_template_apply(t, a, out, out_len);
     chat_template_free(t);
-    return st;
-}
-
-/* ---- public API ----------------------------------------------------------- */
-
-static char *token_str(const tl_model *m, int32_t tok) {
-    if (tok < 0) return NULL;
-    size_t len;
-    const char *t = tl_token_text(m, tok, &len);
-    if (!t) return NULL;
-    char *r = malloc(len + 1);
-    if (!r) return NULL;
-    memcpy(r, t, len);
-    r[len] = 0;
-    return r;
-}
-
-tl_status tl_chat_apply_template(const tl_model *m, const char *tmpl, const tl_chat_message *msgs,
-                                 int32_t n_msgs, bool add_generation_prompt, char **out, size_t *out_len) {
-    if (out) *out = NULL;
-    if (out_len) *out_len = 0;
-    if (!m || !out || (n_msgs > 0 && !msgs) || n_msgs < 0)
-        return tl_err(TL_ERR_INVALID, "chat template: bad argument");
-    const char *src = tmpl ? tmpl : tl_model_chat_template(m);
-    if (!src) return tl_err(TL_ERR_NOT_FOUND, "chat template: the model has no tokenizer.chat_template");
-    chat_message *cm = malloc((size_t)(n_msgs ? n_msgs : 1) * sizeof *cm);
-    if (!cm) return tl_err(TL_ERR_NOMEM, "chat template: out of memory");
-    for (int32_t i = 0; i < n_msgs; i++) {
-        cm[i].role = msgs[i].role;
-        cm[i].content = msgs[i].content;
-    }
-    char *bos = token_str(m, tl_token_bos(m));
-    char *eos = token_str(m, tl_token_eos(m));
-    chat_template_args a = {.msgs = cm, .n_msgs = n_msgs, .add_generation_prompt = add_generation_prompt,
-                            .bos_token = bos, .eos_token = eos};
-    tl_status st = chat_template_render(src, strlen(src), &a, out, out_len);
-    free(bos);
-    free(eos);
-    free(cm);
     return st;
 }

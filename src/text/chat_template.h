@@ -3,7 +3,7 @@
  * with the variables HF's apply_chat_template passes: messages, tools (none
  * when absent), documents (none), add_generation_prompt, bos_token,
  * eos_token, plus any extra variables (e.g. enable_thinking).
- * Owns: a parsed template. Calls: text/jinja, base/status. */
+ * Owns: a parsed template. Calls: jinja/jinja, base/status. */
 #ifndef TL_TEXT_CHAT_TEMPLATE_H
 #define TL_TEXT_CHAT_TEMPLATE_H
 

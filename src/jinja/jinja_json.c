@@ -1,4 +1,4 @@
-/* text/jinja_json: a small validating JSON parser (RFC 8259) producing Jinja
+/* jinja/jinja_json: a small validating JSON parser (RFC 8259) producing Jinja
  * values, used to load messages, tools and extra variables for chat
  * templates. Strict: UTF-8 is validated, \u escapes (with surrogate pairs)
  * are decoded, nesting depth is limited, trailing garbage is an error, and
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/jinja_internal.h"
+#include "jinja/jinja_internal.h"
 
 #define JJSON_MAX_DEPTH 256
 

@@ -1,4 +1,4 @@
-/* text/jinja_eval: the tree-walking interpreter: scopes, statements,
+/* jinja/jinja_eval: the tree-walking interpreter: scopes, statements,
  * expressions, attribute/item lookup, operators and calls, plus the
  * environment API (variables) and the render entry point.
  *
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/jinja_internal.h"
+#include "jinja/jinja_internal.h"
 
 enum { FLOW_NORMAL = 0, FLOW_BREAK = 1, FLOW_CONTINUE = 2 };
 

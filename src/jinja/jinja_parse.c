@@ -1,4 +1,4 @@
-/* text/jinja_parse: Jinja lexer and parser: template source -> AST.
+/* jinja/jinja_parse: Jinja lexer and parser: template source -> AST.
  *
  * Lexing follows jinja2's rules as HF configures it: newlines normalized to
  * \n and one trailing newline dropped (keep_trailing_newline=False); "-" on
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/jinja_internal.h"
+#include "jinja/jinja_internal.h"
 
 #define JP_MAX_DEPTH 200
 

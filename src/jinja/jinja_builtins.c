@@ -1,4 +1,4 @@
-/* text/jinja_builtins: filters (| name), tests (is name), methods of str,
+/* jinja/jinja_builtins: filters (| name), tests (is name), methods of str,
  * dict and list values, and global functions (range, namespace, dict,
  * raise_exception, strftime_now) of the Jinja interpreter, each with the
  * behaviour of its jinja2 / Python counterpart as HF's environment has it
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "text/jinja_internal.h"
+#include "jinja/jinja_internal.h"
 
 #define JINJA_MAX_RANGE 100000 /* jinja2.sandbox.MAX_RANGE */
 

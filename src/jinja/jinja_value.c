@@ -1,4 +1,4 @@
-/* text/jinja_value: the value type of the Jinja interpreter: arena, lists,
+/* jinja/jinja_value: the value type of the Jinja interpreter: arena, lists,
  * dicts, UTF-8 helpers, Python-compatible str()/repr()/float formatting,
  * equality and ordering, and JSON output as HF's tojson (json.dumps with
  * ensure_ascii=False) writes it. Python semantics matter because templates
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/jinja_internal.h"
+#include "jinja/jinja_internal.h"
 
 /* ---- arena ---------------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* text/jinja_internal: types shared by the jinja_*.c files (not a public API).
+/* jinja/jinja_internal: types shared by the jinja_*.c files (not a public API).
  *
  * Memory model: every value made while rendering (strings, lists, dicts) lives
  * in the environment's arena and is freed at once with it, so values need no
@@ -8,8 +8,8 @@
  * (jinja_parse / jinja_render) after recording the message: no resource is
  * held across that jump except arena memory, which the owner frees.
  * Owns: nothing by itself. Calls: base/status, libc. */
-#ifndef TL_TEXT_JINJA_INTERNAL_H
-#define TL_TEXT_JINJA_INTERNAL_H
+#ifndef TL_JINJA_INTERNAL_H
+#define TL_JINJA_INTERNAL_H
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 
 /* ---- arena ---------------------------------------------------------------- */
 

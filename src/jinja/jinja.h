@@ -1,4 +1,4 @@
-/* text/jinja: a Jinja2-subset template interpreter for chat templates.
+/* jinja/jinja: a Jinja2-subset template interpreter for chat templates.
  *
  * Chat templates stored in GGUF files (tokenizer.chat_template) and in HF
  * tokenizer_config.json are Jinja2 programs. This module parses one into an
@@ -15,8 +15,8 @@
  *
  * Owns: templates (AST + copy of the source) and environments (the values
  * and variables of one render, in an arena). Calls: base/status, libc. */
-#ifndef TL_TEXT_JINJA_H
-#define TL_TEXT_JINJA_H
+#ifndef TL_JINJA_H
+#define TL_JINJA_H
 
 #include <stdbool.h>
 #include <stddef.h>
