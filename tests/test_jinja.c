@@ -5,11 +5,16 @@
  * jinja2 is tested separately (test_chat_template.py); the few positive
  * checks here use values fixed by the Jinja/Python language itself.
  * Also: 3000 random byte mutations of the committed real chat templates are
- * parsed and rendered; any status is fine, a crash or leak is not. */
+ * parsed and rendered; any status is fine, a crash or leak is not.
+ * test_findings replays each class of hostile input a fuzzing pass found
+ * (issue 24): each must end within 1 s (release build) and 256 MiB with an
+ * error naming the limit, or render what Python's jinja2 renders. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "test_util.h"
 #include "text/chat_template.h"
@@ -130,7 +135,7 @@ static void test_limits(void) {
                     NULL, &lm, &out);
     CHECK(st != TL_OK && strstr(tl_last_error(), "memory"), "memory bound: %s", st == TL_OK ? "rendered" : tl_last_error());
     if (st == TL_OK) free(out);
-    expect_err("{{ 'ab' * 9223372036854775807 }}", NULL, "too large", NULL);
+    expect_err("{{ 'ab' * 9223372036854775807 }}", NULL, "memory limit", NULL);
     /* deep nesting in the parser */
     size_t n = 20000;
     char *deep = malloc(2 * n + 16);
@@ -331,7 +336,198 @@ static void test_json_mutations(void) {
     printf("json mutations: %d accepted, %d rejected, no crash\n", ok, bad);
 }
 
+
+/* ---- findings of the fuzzing pass (issue 24) ------------------------------- */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__)
+#define TJ_SLOW 1
+#elif __has_feature(address_sanitizer)
+#define TJ_SLOW 1
+#endif
+#endif
+#ifndef TJ_SLOW
+#define TJ_SLOW 0
+#endif
+
+static double tj_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static long tj_maxrss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* Render with default limits; want_out: expected output, or NULL and
+ * want_err: a fragment the error must contain. Checks 1 s (sanitizer
+ * builds: 20 s) and that the peak RSS grew by less than 256 MiB. */
+static void finding(const char *what, const char *src, const char *vars, const char *want_out, const char *want_err) {
+    long rss0 = tj_maxrss_kb();
+    double t0 = tj_now();
+    char *out = NULL;
+    tl_status st = render(src, vars, &out);
+    double dt = tj_now() - t0;
+    long grew = tj_maxrss_kb() - rss0;
+    if (want_out) {
+        CHECK(st == TL_OK, "%s: failed: %s", what, tl_last_error());
+        if (st == TL_OK) CHECK(!strcmp(out, want_out), "%s: got '%.80s', want '%.80s'", what, out, want_out);
+    } else {
+        CHECK(st != TL_OK, "%s: rendered '%.80s' but should fail", what, out ? out : "");
+        if (st != TL_OK) CHECK(strstr(tl_last_error(), want_err) != NULL, "%s: error lacks '%s': %s", what, want_err, tl_last_error());
+    }
+    free(out);
+    CHECK(dt < (TJ_SLOW ? 20.0 : 1.0), "%s: took %.2f s", what, dt);
+    CHECK(grew < 256 * 1024, "%s: peak memory grew by %ld KiB", what, grew);
+    printf("finding %-44s %7.3f s  %s\n", what, dt, st == TL_OK ? "rendered" : tl_last_error());
+}
+
+/* "{{ X op X op ... }}" with n operands */
+static char *chain(const char *first, const char *sep, const char *operand, size_t n) {
+    size_t fl = strlen(first), sl = strlen(sep), ol = strlen(operand);
+    char *s = malloc(fl + n * (sl + ol) + 16), *o = s;
+    memcpy(o, "{{ ", 3), o += 3;
+    memcpy(o, first, fl), o += fl;
+    for (size_t i = 1; i < n; i++) {
+        memcpy(o, sep, sl), o += sl;
+        memcpy(o, operand, ol), o += ol;
+    }
+    memcpy(o, " }}", 4);
+    return s;
+}
+
+static void test_findings(void) {
+    /* crashes on tiny templates */
+    finding("format index 2^31", "{{ \"{2147483648}\".format(1) }}", NULL, NULL, "out of range");
+    finding("format index -1 digits", "{{ \"{99999999999999999999}\".format(1) }}", NULL, NULL, "out of range");
+    finding("int(base=1) falls back to float", "{{ \"10\"|int(base=1) }}", NULL, "10", NULL);
+    finding("int(base=37)", "{{ \"z\"|int(base=37) }}", NULL, "0", NULL);
+    finding("int out of range", "{{ \"99999999999999999999\"|int }}", NULL, NULL, "64-bit");
+    finding("%-format width 2^31", "{{ \"%2147483648d\" % 5 }}", NULL, NULL, "JINJA_MAX_FORMAT_WIDTH");
+    finding("%-format precision 2^31", "{{ \"%.2147483648f\" % 5 }}", NULL, NULL, "JINJA_MAX_FORMAT_WIDTH");
+    finding("%-format wide but legal", "{{ (\"%600s\" % 'x')|length }}", NULL, "600", NULL);
+    finding("%-format widths count characters", "{{ \"[%5s|%-4s|%.2s]\" % ('\\u00e9', 'ab', 'xyz') }}", NULL,
+            "[    \xc3\xa9|ab  |xy]", NULL);
+    finding("%-format negative hex", "{{ \"%x %#X %05d %+d\" % (-255, 255, -42, 7) }}", NULL, "-ff 0XFF -0042 +7", NULL);
+    finding("%d of a huge float", "{{ \"%d\" % 1e300 }}", NULL, NULL, "64-bit");
+    /* deep values: printed, compared, sorted, hashed, tojson */
+    const char *deep = "{% set ns = namespace(x=[], y=[]) %}{% for i in range(100000) %}"
+                       "{% set ns.x = [ns.x] %}{% set ns.y = [ns.y] %}{% endfor %}";
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s{{ ns.x }}", deep);
+    finding("100000-deep list printed", buf, NULL, NULL, "JINJA_MAX_VALUE_DEPTH");
+    snprintf(buf, sizeof buf, "%s{{ ns.x == ns.y }}", deep);
+    finding("100000-deep lists compared (==)", buf, NULL, NULL, "JINJA_MAX_VALUE_DEPTH");
+    snprintf(buf, sizeof buf, "%s{{ ns.x < ns.y }}", deep);
+    finding("100000-deep lists compared (<)", buf, NULL, NULL, "JINJA_MAX_VALUE_DEPTH");
+    snprintf(buf, sizeof buf, "%s{{ [ns.x, ns.y]|sort }}", deep);
+    finding("100000-deep lists sorted", buf, NULL, NULL, "JINJA_MAX_VALUE_DEPTH");
+    snprintf(buf, sizeof buf, "%s{{ ns.x|tojson }}", deep);
+    finding("100000-deep list tojson", buf, NULL, NULL, "JINJA_MAX_VALUE_DEPTH");
+    snprintf(buf, sizeof buf, "%s{{ [ns.x, ns.y]|unique|list|length }}", deep);
+    finding("100000-deep lists hashed (unique)", buf, NULL, NULL, "JINJA_MAX_VALUE_DEPTH");
+    finding("namespace containing itself printed",
+            "{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", NULL, NULL, "JINJA_MAX_VALUE_DEPTH");
+    /* long operator chains: built by loops, bounded where the tree is walked */
+    static const struct { const char *what, *first, *sep, *operand; } chains[] = {
+        {"100000-long + chain", "1", " + ", "1"},
+        {"100000-long ~ chain", "'a'", " ~ ", "'a'"},
+        {"100000-long | chain", "x", "|", "string"},
+        {"100000-long . chain", "x", ".", "a"},
+        {"100000-long and chain", "1", " and ", "1"},
+        {"100000-long or chain", "0", " or ", "0"},
+        {"100000-long [0] chain", "x", "", "[0]"},
+        {"100000-long () chain", "x", "", "()"},
+        {"100000-long is chain", "x", " is ", "defined"},
+        {"100000-long if-else chain", "1", " if 1 else ", "1"},
+    };
+    for (size_t i = 0; i < sizeof chains / sizeof chains[0]; i++) {
+        char *src = chain(chains[i].first, chains[i].sep, chains[i].operand, 100000);
+        finding(chains[i].what, src, NULL, NULL, "JINJA_MAX_NESTING");
+        free(src);
+    }
+    {
+        char *src = chain("1", " + ", "1", 200); /* a long but legal chain */
+        finding("200-long + chain", src, NULL, "200", NULL);
+        free(src);
+    }
+    /* 40,000 elifs: walked as a chain, not nested */
+    {
+        size_t n = 40000, o = 0;
+        char *src = malloc(n * 40 + 64);
+        o += (size_t)sprintf(src + o, "{%% set x = %zu %%}{%% if x == 0 %%}0", n - 1);
+        for (size_t i = 1; i < n; i++) o += (size_t)sprintf(src + o, "{%% elif x == %zu %%}%zu", i, i);
+        strcpy(src + o, "{% else %}none{% endif %}");
+        finding("40000 elifs", src, NULL, "39999", NULL);
+        free(src);
+    }
+    /* loops sized by the input: charged before they run */
+    finding("'' * 10**18", "{{ ('' * 1000000000000000000)|length }}", NULL, "0", NULL);
+    finding("[] * 10**18", "{{ ([] * 1000000000000000000)|length }}", NULL, "0", NULL);
+    finding("1 ** 10**18", "{{ 1 ** 1000000000000000000 }}", NULL, "1", NULL);
+    finding("(-1) ** (10**18+1)", "{{ (-1) ** 1000000000000000001 }}", NULL, "-1", NULL);
+    finding("2 ** 10**18", "{{ 2 ** 1000000000000000000 }}", NULL, NULL, "overflow");
+    finding("2 ** 62", "{{ 2 ** 62 }}", NULL, "4611686018427387904", NULL);
+    finding("'ab' * 10**7", "{{ ('ab' * 10000000)|length }}", NULL, "20000000", NULL);
+    finding("[1,2] * 10**6", "{{ ([1, 2] * 1000000)|length }}", NULL, "2000000", NULL);
+    finding("'x' * 10**9", "{{ ('x' * 1000000000)|length }}", NULL, NULL, "memory limit");
+    finding("batch fill 10**18", "{{ [1]|batch(1000000000000000000, fill_with=0)|list|length }}", NULL, NULL, "max_steps");
+    /* linear substring search and slicing */
+    const char *big = "{% set a = 'ab' * 600000 %}{% set h = a ~ a %}";
+    snprintf(buf, sizeof buf, "%s{{ h.count(a) }} {{ h.find(a ~ 'b') }} {{ h.rfind(a) }} {{ (a in h)|string }}", big);
+    finding("1.2M needle in 2.4M haystack", buf, NULL, "2 -1 1200000 True", NULL);
+    snprintf(buf, sizeof buf, "%s{{ h.split(a)|length }} {{ h.rsplit(a)|length }} {{ h.replace(a, 'x') }}", big);
+    finding("split/replace by a 1.2M separator", buf, NULL, "3 3 xx", NULL);
+    finding("worst case for naive search", "{% set h = 'a' * 2000000 %}{% set nd = 'a' * 1000000 ~ 'b' %}"
+            "{{ h.find(nd) }} {{ h.rfind(nd) }} {{ h.count(nd) }}", NULL, "-1 -1 0", NULL);
+    finding("s[::2] of 200k ASCII", "{{ ('ab' * 100000)[::2]|length }} {{ ('ab' * 100000)[1::2][:3] }}", NULL,
+            "100000 bbb", NULL);
+    finding("s[::-3] of 200k non-ASCII", "{% set s = '\\u00e9a' * 100000 %}{{ s[::-3]|length }} {{ s[::-3][:2] }} {{ s[-1] }}",
+            NULL, "66667 a\xc3\xa9 a", NULL);
+    finding("str indexing in a loop", "{% set s = '\\u00e9' * 20000 %}{% for i in range(20000) %}{{ s[i] if i > 19998 }}{% endfor %}",
+            NULL, "\xc3\xa9", NULL);
+    /* objects with many keys */
+    {
+        size_t n = 200000, o = 0;
+        char *js = malloc(n * 24 + 64);
+        o += (size_t)sprintf(js + o, "{\"m\": {");
+        for (size_t i = 0; i < n; i++) o += (size_t)sprintf(js + o, "%s\"k%zu\": %zu", i ? ", " : "", i, i);
+        strcpy(js + o, "}}");
+        finding("200000-key JSON object", "{{ m|length }} {{ m.k199999 }} {{ m['k7'] }}", js, "200000 199999 7", NULL);
+        finding("200000-key object, tojson sorted", "{{ (m|tojson(sort_keys=True))[:12] }}", js, "{\"k0\": 0, \"k", NULL);
+        finding("200000-key object copied by dict()", "{{ dict(m)|length }} {{ 'k5' in dict(m) }}", js, "200000 True", NULL);
+        free(js);
+    }
+    finding("unique of 100000 ints", "{{ (range(100000)|list + range(100000)|list)|unique|list|length }}", NULL, "100000", NULL);
+    /* signed overflow (UBSan) in slice steps and range */
+    finding("slice step INT64_MAX", "{{ [1, 2, 3][::9223372036854775807] }}", NULL, "[1]", NULL);
+    finding("slice step INT64_MIN", "{{ [1, 2, 3][::-9223372036854775807 - 1] }} {{ 'abc'[::-9223372036854775807 - 1] }}",
+            NULL, "[3] c", NULL);
+    finding("slice bounds INT64_MIN", "{{ 'abc'[-9223372036854775807 - 1:9223372036854775807] }}", NULL, "abc", NULL);
+    finding("range near INT64_MAX", "{{ range(9223372036854775806, 9223372036854775807)|list }}", NULL,
+            "[9223372036854775806]", NULL);
+    finding("range spanning int64", "{{ range(-9223372036854775807, 9223372036854775807, 4611686018427387904)|list }}", NULL,
+            "[-9223372036854775807, -4611686018427387903, 1, 4611686018427387905]", NULL);
+    finding("range step INT64_MIN", "{{ range(0, -9223372036854775807 - 1, -9223372036854775807 - 1)|list }}", NULL, "[0]", NULL);
+    finding("range too big", "{{ range(-9223372036854775807, 9223372036854775807)|length }}", NULL, NULL, "JINJA_MAX_RANGE");
+    /* runaway recursion through deep expressions */
+    {
+        char *src = malloc(4096);
+        size_t o = (size_t)sprintf(src, "{%% macro r(n) %%}{{ ");
+        for (int i = 0; i < 120; i++) o += (size_t)sprintf(src + o, "'a' ~ (");
+        o += (size_t)sprintf(src + o, "r(n + 1)");
+        for (int i = 0; i < 120; i++) o += (size_t)sprintf(src + o, ")");
+        strcpy(src + o, " }}{% endmacro %}{{ r(0) }}");
+        finding("deep macro recursion", src, NULL, NULL, "JINJA_MAX_EVAL_DEPTH");
+        free(src);
+    }
+}
+
 int main(void) {
+    test_findings();
     test_syntax_errors();
     test_runtime_errors();
     test_limits();

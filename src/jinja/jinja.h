@@ -9,9 +9,13 @@
  *
  * Safety: every error (syntax, unknown filter, type error, undefined
  * attribute, raise_exception) is a tl_status with a message naming the line
- * and column; nothing aborts. Output size, value memory, executed steps and
- * recursion depth are bounded (jinja_limits), so hostile templates end in an
- * error, not a hang or a crash.
+ * and column; nothing aborts. Output size, value memory and executed steps
+ * are bounded by jinja_limits, nesting by the constants below, so hostile
+ * templates and variables end in an error naming the limit, not a hang, a
+ * crash or an unbounded allocation. Every loop whose length the input
+ * controls is charged to the step budget before it runs: one step per
+ * statement, loop iteration and call, one per element an operation walks,
+ * and one per JINJA_BYTES_PER_STEP bytes of string it scans.
  *
  * Owns: templates (AST + copy of the source) and environments (the values
  * and variables of one render, in an arena). Calls: base/status, libc. */
@@ -32,10 +36,19 @@ typedef struct jinja_options {
     bool lstrip_blocks; /* strip spaces/tabs before a block tag at line start */
 } jinja_options;
 
+/* Fixed limits (hitting one is an error naming it). */
+#define JINJA_MAX_NESTING 256      /* parser: brackets, blocks and the template's syntax tree depth */
+#define JINJA_MAX_EVAL_DEPTH 1024  /* nested evaluation while rendering (macro recursion x tree depth) */
+#define JINJA_MAX_VALUE_DEPTH 256  /* lists/dicts nested inside each other when printed, compared,
+                                    * hashed as keys, written as JSON or read from JSON */
+#define JINJA_MAX_RANGE 100000     /* items of one range() (jinja2's sandbox MAX_RANGE) */
+#define JINJA_MAX_FORMAT_WIDTH (1 << 20) /* width and precision in '%' and format() conversions */
+#define JINJA_BYTES_PER_STEP 64    /* bytes of string scanned per step charged */
+
 typedef struct jinja_limits {
     size_t max_output;  /* bytes of rendered text (0: 16 MiB) */
     size_t max_memory;  /* bytes of values made while rendering (0: 256 MiB) */
-    uint64_t max_steps; /* statements + loop iterations + calls (0: 20M) */
+    uint64_t max_steps; /* steps as counted above (0: 20M) */
     int32_t max_depth;  /* macro call nesting (0: 100) */
 } jinja_limits;
 

@@ -4,8 +4,12 @@
  * behaviour of its jinja2 / Python counterpart as HF's environment has it
  * (tojson is HF's json.dumps(ensure_ascii=False) override, range is capped
  * at jinja2's sandbox MAX_RANGE). Unknown names are errors naming them.
+ * Loops over lists and scans of strings charge the step budget first
+ * (jsteps / jwork); integers in format strings and arguments are parsed
+ * with range checks; Python's big integers are an error past 64 bits.
  * Case mapping covers ASCII, Latin-1, Greek and Cyrillic (not full Unicode).
  * Owns: nothing. Calls: jinja_value, jinja_eval (lookup/call), libc. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +17,6 @@
 #include <time.h>
 
 #include "jinja/jinja_internal.h"
-
-#define JINJA_MAX_RANGE 100000 /* jinja2.sandbox.MAX_RANGE */
 
 /* ---- argument helpers ----------------------------------------------------- */
 
@@ -169,6 +171,7 @@ static jv case_map(jctx *c, const jstr *s, case_mode m) {
 /* strip: which = 1 left, 2 right, 3 both; chars NULL: whitespace */
 static jv do_strip(jctx *c, const jstr *s, const jstr *chars, int which) {
     size_t a = 0, b = s->len;
+    jwork(c, s->len);
     uint32_t set[64];
     int nset = 0;
     if (chars)
@@ -212,21 +215,6 @@ static jv do_strip(jctx *c, const jstr *s, const jstr *chars, int which) {
     return mkstr(c, s->s + a, b - a);
 }
 
-static const char *find_sub(const char *h, size_t hn, const char *nd, size_t nn) {
-    if (nn == 0) return h;
-    if (nn > hn) return NULL;
-    for (size_t i = 0; i + nn <= hn; i++)
-        if (h[i] == nd[0] && !memcmp(h + i, nd, nn)) return h + i;
-    return NULL;
-}
-
-static const char *rfind_sub(const char *h, size_t hn, const char *nd, size_t nn) {
-    if (nn > hn) return NULL;
-    for (size_t i = hn - nn + 1; i-- > 0;)
-        if (!memcmp(h + i, nd, nn)) return h + i;
-    return NULL;
-}
-
 static jv do_replace(jctx *c, const jstr *s, const jstr *old, const jstr *new_, int64_t count) {
     jbuf b = {.c = c};
     size_t i = 0;
@@ -247,7 +235,7 @@ static jv do_replace(jctx *c, const jstr *s, const jstr *old, const jstr *new_, 
         return jbuf_to_str(&b);
     }
     while (i < s->len) {
-        const char *p = (count < 0 || done < count) ? find_sub(s->s + i, s->len - i, old->s, old->len) : NULL;
+        const char *p = (count < 0 || done < count) ? jfind(c, s->s + i, s->len - i, old->s, old->len) : NULL;
         if (!p) break;
         size_t at = (size_t)(p - s->s);
         jbuf_put(&b, s->s + i, at - i);
@@ -267,7 +255,7 @@ static jv do_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bo
             size_t i = 0;
             int64_t k = 0;
             for (;;) {
-                const char *p = (maxsplit < 0 || k < maxsplit) ? find_sub(s->s + i, s->len - i, sep->s, sep->len) : NULL;
+                const char *p = (maxsplit < 0 || k < maxsplit) ? jfind(c, s->s + i, s->len - i, sep->s, sep->len) : NULL;
                 if (!p) break;
                 size_t at = (size_t)(p - s->s);
                 jv_list_push(c, r, mkstr(c, s->s + i, at - i));
@@ -282,7 +270,7 @@ static jv do_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bo
         int64_t k = 0;
         jv tmp = jv_list_new(c, 0);
         for (;;) {
-            const char *p = (maxsplit < 0 || k < maxsplit) ? rfind_sub(s->s, e, sep->s, sep->len) : NULL;
+            const char *p = (maxsplit < 0 || k < maxsplit) ? jrfind(c, s->s, e, sep->s, sep->len) : NULL;
             if (!p) break;
             size_t at = (size_t)(p - s->s);
             jv_list_push(c, tmp, mkstr(c, s->s + at + sep->len, e - at - sep->len));
@@ -295,6 +283,7 @@ static jv do_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bo
     }
     /* whitespace split: runs of whitespace, no empty strings */
     size_t n = s->len;
+    jwork(c, n);
     /* collect word boundaries */
     size_t *ws = jc_alloc(c, (n + 1) * 2 * sizeof(size_t));
     size_t nw = 0;
@@ -355,16 +344,18 @@ static jv do_splitlines(jctx *c, const jstr *s) {
 
 static bool prefix_match(const fargs *a, const jstr *s, jv pre, bool suffix) {
     if (pre.k == JV_LIST && pre.u.l->tuple) {
+        jsteps(a->c, pre.u.l->n);
         for (size_t i = 0; i < pre.u.l->n; i++)
             if (prefix_match(a, s, pre.u.l->v[i], suffix)) return true;
         return false;
     }
     const jstr *p = need_str(a, pre, suffix ? "suffix" : "prefix");
     if (p->len > s->len) return false;
+    jwork(a->c, p->len);
     return !memcmp(suffix ? s->s + s->len - p->len : s->s, p->s, p->len);
 }
 
-/* ---- sorting (stable merge sort; comparisons may longjmp) ----------------- */
+/* ---- sorting (stable; comparisons may longjmp) ---------------------------- */
 
 typedef struct sort_ctx {
     jctx *c;
@@ -384,48 +375,18 @@ static jv sort_key(sort_ctx *s, jv v) {
     return v;
 }
 
-static void merge_sort(sort_ctx *s, jv *v, jv *keys, jv *tmpv, jv *tmpk, size_t n) {
-    if (n < 2) return;
-    size_t h = n / 2;
-    merge_sort(s, v, keys, tmpv, tmpk, h);
-    merge_sort(s, v + h, keys + h, tmpv, tmpk, n - h);
-    size_t i = 0, j = h, o = 0;
-    while (i < h && j < n) {
-        int r = jv_compare(s->c, keys[j], keys[i]);
-        if (s->reverse) r = -r;
-        if (r < 0) {
-            tmpv[o] = v[j];
-            tmpk[o++] = keys[j++];
-        } else {
-            tmpv[o] = v[i];
-            tmpk[o++] = keys[i++];
-        }
-    }
-    while (i < h) {
-        tmpv[o] = v[i];
-        tmpk[o++] = keys[i++];
-    }
-    while (j < n) {
-        tmpv[o] = v[j];
-        tmpk[o++] = keys[j++];
-    }
-    memcpy(v, tmpv, n * sizeof(jv));
-    memcpy(keys, tmpk, n * sizeof(jv));
-}
-
 static jv sorted_copy(sort_ctx *s, const jlist *l) {
     jctx *c = s->c;
     size_t n = l->n;
+    jsteps(c, n);
     jv r = jv_list_new(c, n);
     for (size_t i = 0; i < n; i++) jv_list_push(c, r, l->v[i]);
     if (n < 2) return r;
     jv *keys = jc_alloc(c, n * sizeof(jv));
-    jv *tv = jc_alloc(c, n * sizeof(jv));
-    jv *tk = jc_alloc(c, n * sizeof(jv));
     for (size_t i = 0; i < n; i++) keys[i] = sort_key(s, l->v[i]);
     const jnode *saved = c->cur;
     c->cur = s->n;
-    merge_sort(s, r.u.l->v, keys, tv, tk, n);
+    jsort(c, r.u.l->v, keys, n, s->reverse);
     c->cur = saved;
     return r;
 }
@@ -436,10 +397,12 @@ static jv attr_path(jctx *c, const jnode *n, jv obj, const char *path) {
     while (*p) {
         const char *dot = strchr(p, '.');
         size_t len = dot ? (size_t)(dot - p) : strlen(p);
-        bool digits = len > 0;
-        for (size_t i = 0; i < len; i++)
-            if (p[i] < '0' || p[i] > '9') digits = false;
-        jv key = digits ? jv_int(strtoll(p, NULL, 10)) : jv_str(c, p, len);
+        jstep(c);
+        jwork(c, len);
+        /* a run of digits is an index (too large for 64 bits: no item has it) */
+        int64_t idx;
+        bool digits = len > 0 && p[0] != '-' && jparse_i64(p, len, &idx);
+        jv key = digits ? jv_int(idx) : jv_str(c, p, len);
         obj = jeval_getitem(c, n, obj, key);
         p += len;
         if (*p == '.') p++;
@@ -490,16 +453,16 @@ bool jbuiltin_test(jctx *c, const jnode *n, const char *name, jv v, jv *args, in
         case JV_STR: return v.u.s == x.u.s;
         case JV_LIST: return v.u.l == x.u.l;
         case JV_DICT: return v.u.d == x.u.d;
-        default: return jv_equal(v, x);
+        default: return jv_equal(c, v, x);
         }
     }
     if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) {
         NEED1();
-        return jv_equal(v, x);
+        return jv_equal(c, v, x);
     }
     if (!strcmp(name, "ne") || !strcmp(name, "!=")) {
         NEED1();
-        return !jv_equal(v, x);
+        return !jv_equal(c, v, x);
     }
     int cmp_op = 0;
     if (!strcmp(name, "lt") || !strcmp(name, "lessthan") || !strcmp(name, "<")) cmp_op = 1;
@@ -515,12 +478,13 @@ bool jbuiltin_test(jctx *c, const jnode *n, const char *name, jv v, jv *args, in
         NEED1();
         if (x.k == JV_STR) {
             if (v.k != JV_STR) jfail(c, n, TL_ERR_INVALID, "'in <string>' requires string as left operand");
-            return find_sub(x.u.s->s, x.u.s->len, v.u.s->s, v.u.s->len) != NULL;
+            return jfind(c, x.u.s->s, x.u.s->len, v.u.s->s, v.u.s->len) != NULL;
         }
-        if (x.k == JV_DICT) return jdict_get(x.u.d, v) != NULL;
+        if (x.k == JV_DICT) return jdict_get(c, x.u.d, v) != NULL;
         const jlist *l = iter_list(&a, x);
+        jsteps(c, l->n);
         for (size_t i = 0; i < l->n; i++)
-            if (jv_equal(l->v[i], v)) return true;
+            if (jv_equal(c, l->v[i], v)) return true;
         return false;
     }
     if (!strcmp(name, "odd") || !strcmp(name, "even")) {
@@ -627,15 +591,128 @@ static jv py_round(jctx *c, const jnode *n, jv v, int64_t prec, const char *meth
     jfail(c, n, TL_ERR_INVALID, "round: method must be 'common', 'ceil' or 'floor'");
 }
 
-/* printf-style formatting as Python's str % args (|format and the % operator):
- * %s %r %d %i %x %f %e %g %%, with flags/width/precision; no mapping keys */
+/* ---- printf-style formatting as Python's str % args ----------------------- */
+
+typedef struct pfspec {
+    bool left, plus, space, alt, zero;
+    int64_t width, prec; /* -1: none */
+} pfspec;
+
+static void pad(jbuf *b, int64_t k, char ch) {
+    char buf[64];
+    memset(buf, ch, sizeof buf);
+    for (; k > 0; k -= (int64_t)sizeof buf) jbuf_put(b, buf, k < (int64_t)sizeof buf ? (size_t)k : sizeof buf);
+}
+
+/* A width or precision: digits, at most JINJA_MAX_FORMAT_WIDTH. */
+static int64_t pf_number(jctx *c, const jnode *n, const jstr *fmt, size_t *j) {
+    int64_t v = 0;
+    while (*j < fmt->len && fmt->s[*j] >= '0' && fmt->s[*j] <= '9') {
+        v = v * 10 + (fmt->s[(*j)++] - '0');
+        if (v > JINJA_MAX_FORMAT_WIDTH)
+            jfail(c, n, TL_ERR_UNSUPPORTED, "format: width or precision larger than %d (JINJA_MAX_FORMAT_WIDTH)",
+                  JINJA_MAX_FORMAT_WIDTH);
+    }
+    return v;
+}
+
+/* body (code points counted for the width) padded as the spec says */
+static void pf_emit(jbuf *b, const pfspec *sp, const char *prefix, int64_t zeros, const char *body, size_t blen,
+                    int64_t body_width) {
+    int64_t w = (int64_t)strlen(prefix) + zeros + body_width;
+    int64_t fill = sp->width > w ? sp->width - w : 0;
+    if (!sp->left && !sp->zero) pad(b, fill, ' ');
+    jbuf_puts(b, prefix);
+    if (!sp->left && sp->zero) pad(b, fill, '0');
+    pad(b, zeros, '0');
+    jbuf_put(b, body, blen);
+    if (sp->left) pad(b, fill, ' ');
+}
+
+static void pf_int(jctx *c, const jnode *n, jbuf *b, pfspec sp, char conv, jv v) {
+    int64_t x;
+    if (v.k == JV_INT) x = v.u.i;
+    else if (v.k == JV_BOOL) x = v.u.b;
+    else if (v.k == JV_FLOAT && conv != 'x' && conv != 'X' && conv != 'o') {
+        if (!(v.u.f >= -9223372036854775808.0 && v.u.f < 9223372036854775808.0))
+            jfail(c, n, TL_ERR_UNSUPPORTED, "format: %%%c of %g is outside the 64-bit integer range", conv, v.u.f);
+        x = (int64_t)v.u.f;
+    } else
+        jfail(c, n, TL_ERR_INVALID, "format: %%%c format: a number is required, not %s", conv, jv_kind_name(v));
+    uint64_t mag = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+    char digits[32];
+    const char *fmt = conv == 'x' ? "%llx" : conv == 'X' ? "%llX" : conv == 'o' ? "%llo" : "%llu";
+    int nd = snprintf(digits, sizeof digits, fmt, (unsigned long long)mag);
+    char prefix[8];
+    size_t k = 0;
+    if (x < 0) prefix[k++] = '-';
+    else if (sp.plus) prefix[k++] = '+';
+    else if (sp.space) prefix[k++] = ' ';
+    if (sp.alt && conv != 'd' && conv != 'i' && conv != 'u') {
+        prefix[k++] = '0';
+        prefix[k++] = conv == 'o' ? 'o' : conv;
+    }
+    prefix[k] = 0;
+    int64_t zeros = sp.prec > nd ? sp.prec - nd : 0;
+    if (sp.prec >= 0) sp.zero = false; /* as C and Python: a precision turns off 0-padding */
+    pf_emit(b, &sp, prefix, zeros, digits, (size_t)nd, nd);
+}
+
+static void pf_float(jctx *c, const jnode *n, jbuf *b, const pfspec *sp, char conv, jv v) {
+    double x;
+    if (v.k == JV_FLOAT) x = v.u.f;
+    else if (v.k == JV_INT) x = (double)v.u.i;
+    else if (v.k == JV_BOOL) x = v.u.b;
+    else jfail(c, n, TL_ERR_INVALID, "format: %%%c format: a number is required, not %s", conv, jv_kind_name(v));
+    char spec[16];
+    size_t k = 0;
+    spec[k++] = '%';
+    if (sp->left) spec[k++] = '-';
+    if (sp->plus) spec[k++] = '+';
+    if (sp->space) spec[k++] = ' ';
+    if (sp->alt) spec[k++] = '#';
+    if (sp->zero) spec[k++] = '0';
+    spec[k++] = '*';
+    spec[k++] = '.';
+    spec[k++] = '*';
+    spec[k++] = conv;
+    spec[k] = 0;
+    int w = sp->width < 0 ? 0 : (int)sp->width, p = sp->prec < 0 ? 6 : (int)sp->prec;
+    int len = snprintf(NULL, 0, spec, w, p, x); /* both bounded by JINJA_MAX_FORMAT_WIDTH */
+    if (len < 0) jfail(c, n, TL_ERR_INVALID, "format: cannot format %%%c", conv);
+    char *out = jc_alloc(c, (size_t)len + 1);
+    snprintf(out, (size_t)len + 1, spec, w, p, x);
+    jbuf_put(b, out, (size_t)len);
+}
+
+static void pf_str(jctx *c, jbuf *b, const pfspec *sp, char conv, jv v) {
+    jbuf t = {.c = c};
+    if (conv == 's') jv_write_str(&t, v);
+    else jv_write_repr(&t, v);
+    const char *p = t.p ? t.p : "";
+    size_t len = t.n, ncp = jutf8_count(p, len);
+    if (sp->prec >= 0 && (size_t)sp->prec < ncp) { /* at most prec characters */
+        len = jutf8_offset(p, len, (size_t)sp->prec);
+        ncp = (size_t)sp->prec;
+    }
+    pfspec s2 = *sp;
+    s2.zero = false;
+    pf_emit(b, &s2, "", 0, p, len, (int64_t)ncp);
+}
+
+/* %s %r %d %i %u %x %X %o %f %F %e %E %g %G %%, with flags, width and
+ * precision (Python's rules: widths count characters); no mapping keys */
 jv jbuiltin_percent_format(jctx *c, const jnode *n, const jstr *fmt, jv *args, int nargs) {
     jbuf b = {.c = c};
     int ai = 0;
+    jwork(c, fmt->len);
     for (size_t i = 0; i < fmt->len; i++) {
         char ch = fmt->s[i];
         if (ch != '%') {
-            jbuf_put(&b, &ch, 1);
+            size_t e = i;
+            while (e < fmt->len && fmt->s[e] != '%') e++;
+            jbuf_put(&b, fmt->s + i, e - i);
+            i = e - 1;
             continue;
         }
         if (i + 1 < fmt->len && fmt->s[i + 1] == '%') {
@@ -643,52 +720,34 @@ jv jbuiltin_percent_format(jctx *c, const jnode *n, const jstr *fmt, jv *args, i
             i++;
             continue;
         }
-        char spec[32];
-        size_t k = 0;
-        spec[k++] = '%';
+        pfspec sp = {.width = -1, .prec = -1};
         size_t j = i + 1;
-        while (j < fmt->len && k < 20 && strchr("-+ #0123456789.", fmt->s[j])) spec[k++] = fmt->s[j++];
+        for (; j < fmt->len && strchr("-+ #0", fmt->s[j]); j++) {
+            switch (fmt->s[j]) {
+            case '-': sp.left = true; break;
+            case '+': sp.plus = true; break;
+            case ' ': sp.space = true; break;
+            case '#': sp.alt = true; break;
+            default: sp.zero = true;
+            }
+        }
+        if (j < fmt->len && fmt->s[j] >= '0' && fmt->s[j] <= '9') sp.width = pf_number(c, n, fmt, &j);
+        if (j < fmt->len && fmt->s[j] == '.') {
+            j++;
+            sp.prec = pf_number(c, n, fmt, &j);
+        }
+        while (j < fmt->len && strchr("hlL", fmt->s[j])) j++; /* Python ignores length modifiers */
         if (j >= fmt->len) jfail(c, n, TL_ERR_INVALID, "format: incomplete format");
         char conv = fmt->s[j];
         if (conv == '(') jfail(c, n, TL_ERR_UNSUPPORTED, "format: mapping keys are not supported");
+        if (conv == '*') jfail(c, n, TL_ERR_UNSUPPORTED, "format: '*' widths are not supported");
+        if (!strchr("srdiuxXofFeEgG", conv) || !conv)
+            jfail(c, n, TL_ERR_UNSUPPORTED, "format: unsupported format character '%c'", conv);
         if (ai >= nargs) jfail(c, n, TL_ERR_INVALID, "format: not enough arguments for format string");
         jv v = args[ai++];
-        char out[512];
-        if (conv == 's' || conv == 'r') {
-            jbuf t = {.c = c};
-            if (conv == 's') jv_write_str(&t, v);
-            else jv_write_repr(&t, v);
-            spec[k++] = 's';
-            spec[k] = 0;
-            if (k == 2) jbuf_put(&b, t.p ? t.p : "", t.n);
-            else {
-                snprintf(out, sizeof out, spec, t.p ? t.p : "");
-                jbuf_puts(&b, out);
-            }
-        } else if (strchr("dixX", conv)) {
-            int64_t x;
-            if (v.k == JV_INT) x = v.u.i;
-            else if (v.k == JV_BOOL) x = v.u.b;
-            else if (v.k == JV_FLOAT && conv != 'x' && conv != 'X') x = (int64_t)v.u.f;
-            else jfail(c, n, TL_ERR_INVALID, "format: %%%c format: a number is required, not %s", conv, jv_kind_name(v));
-            spec[k++] = 'l';
-            spec[k++] = 'l';
-            spec[k++] = conv == 'i' ? 'd' : conv;
-            spec[k] = 0;
-            snprintf(out, sizeof out, spec, (long long)x);
-            jbuf_puts(&b, out);
-        } else if (strchr("feEgG", conv)) {
-            double x;
-            if (v.k == JV_FLOAT) x = v.u.f;
-            else if (v.k == JV_INT) x = (double)v.u.i;
-            else if (v.k == JV_BOOL) x = v.u.b;
-            else jfail(c, n, TL_ERR_INVALID, "format: %%%c format: a number is required, not %s", conv, jv_kind_name(v));
-            spec[k++] = conv;
-            spec[k] = 0;
-            snprintf(out, sizeof out, spec, x);
-            jbuf_puts(&b, out);
-        } else
-            jfail(c, n, TL_ERR_UNSUPPORTED, "format: unsupported format character '%c'", conv);
+        if (conv == 's' || conv == 'r') pf_str(c, &b, &sp, conv, v);
+        else if (strchr("diuxXo", conv)) pf_int(c, n, &b, sp, conv, v);
+        else pf_float(c, n, &b, &sp, conv, v);
         i = j;
     }
     if (ai < nargs) jfail(c, n, TL_ERR_INVALID, "format: not all arguments converted during string formatting");
@@ -701,6 +760,7 @@ static jv filter_map(fargs *a, jv in) {
     if (!jv_truthy(in)) return r; /* jinja2: `if value:` before iterating */
     const jlist *l = iter_list(a, in);
     jv attr, dflt;
+    jsteps(c, l->n);
     bool has_attr = arg(a, -1, "attribute", &attr);
     bool has_dflt = arg(a, -1, "default", &dflt);
     if (has_attr) {
@@ -755,7 +815,7 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
     if (!strcmp(name, "length") || !strcmp(name, "count")) {
         check_args(&a, 0, NULL);
         switch (in.k) {
-        case JV_STR: return jv_int((int64_t)jutf8_count(in.u.s->s, in.u.s->len));
+        case JV_STR: return jv_int((int64_t)in.u.s->ncp);
         case JV_LIST:
             if (in.u.l->lazy == JL_GEN) break;
             return jv_int((int64_t)in.u.l->n);
@@ -778,6 +838,7 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
         const jstr *sep = arg(&a, 0, "d", &x) ? to_s(c, x) : NULL;
         bool has_attr = arg(&a, 1, "attribute", &y) && y.k != JV_NONE;
         const jlist *l = iter_list(&a, in);
+        jsteps(c, l->n);
         jbuf b = {.c = c};
         for (size_t i = 0; i < l->n; i++) {
             if (i && sep) jbuf_put(&b, sep->s, sep->len);
@@ -811,6 +872,7 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
     if (!strcmp(name, "list")) {
         check_args(&a, 0, NULL);
         const jlist *l = iter_list(&a, in);
+        jsteps(c, l->n);
         jv r = jv_list_new(c, l->n);
         for (size_t i = 0; i < l->n; i++) jv_list_push(c, r, l->v[i]);
         return r;
@@ -820,6 +882,7 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
         jv r = jv_lazy_list(c, JL_GEN);
         if (in.k == JV_UNDEF) return r;
         if (in.k != JV_DICT || in.u.d->ns) jfail(c, n, TL_ERR_INVALID, "items: can only get item pairs from a mapping");
+        jsteps(c, in.u.d->n);
         for (size_t i = 0; i < in.u.d->n; i++) {
             jv t = jv_list_new(c, 2);
             t.u.l->tuple = true;
@@ -861,20 +924,30 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
         int64_t base = arg(&a, 1, "base", &y) ? need_int(&a, y, "base") : 10;
         if (in.k == JV_INT) return in;
         if (in.k == JV_BOOL) return jv_int(in.u.b);
-        if (in.k == JV_FLOAT) {
-            if (!isfinite(in.u.f) || fabs(in.u.f) > 9.2e18) return dv;
-            return jv_int((int64_t)in.u.f);
-        }
-        if (in.k == JV_STR) {
+        double d;
+        if (in.k == JV_FLOAT) d = in.u.f;
+        else if (in.k == JV_STR) {
+            /* jinja2: int(s, base), else int(float(s)), else the default */
             const jstr *s = do_strip(c, in.u.s, NULL, 3).u.s;
             if (s->len == 0) return dv;
             char *end;
-            long long v = strtoll(s->s, &end, (int)base);
-            if (*end == 0) return jv_int(v);
-            double d = strtod(s->s, &end);
-            if (*end == 0 && isfinite(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
-        }
-        return dv;
+            if (base == 0 || (base >= 2 && base <= 36)) { /* Python's valid bases; others raise */
+                errno = 0;
+                long long v = strtoll(s->s, &end, (int)base);
+                if (end != s->s && *end == 0) {
+                    if (errno == ERANGE)
+                        jfail(c, n, TL_ERR_UNSUPPORTED, "int: '%.40s' is outside the 64-bit integer range", s->s);
+                    return jv_int(v);
+                }
+            }
+            d = strtod(s->s, &end);
+            if (end == s->s || *end != 0) return dv;
+        } else
+            return dv;
+        if (isnan(d)) return dv;
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+            jfail(c, n, TL_ERR_UNSUPPORTED, "int: %g is outside the 64-bit integer range", d);
+        return jv_int((int64_t)d);
     }
     if (!strcmp(name, "float")) {
         static const char *const kw[] = {"default", NULL};
@@ -938,6 +1011,7 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
         bool has_attr = arg(&a, 0, "attribute", &x) && x.k != JV_NONE;
         jv acc = arg(&a, 1, "start", &y) ? y : jv_int(0);
         const jlist *l = iter_list(&a, in);
+        jsteps(c, l->n);
         for (size_t i = 0; i < l->n; i++) {
             jv v = has_attr ? attr_path(c, n, l->v[i], to_s(c, x)->s) : l->v[i];
             bool ai = acc.k == JV_INT || acc.k == JV_BOOL, vi = v.k == JV_INT || v.k == JV_BOOL;
@@ -984,20 +1058,19 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
         if (!strcmp(name, "sort")) return sorted_copy(&s, l);
         if (!strcmp(name, "unique")) {
             jv r = jv_lazy_list(c, JL_GEN);
-            jv keys = jv_list_new(c, 0);
+            jv seen = jv_dict_new(c, 0); /* a set of the keys kept */
+            jsteps(c, l->n);
             for (size_t i = 0; i < l->n; i++) {
                 jv k = sort_key(&s, l->v[i]);
-                bool seen = false;
-                for (size_t j = 0; j < keys.u.l->n && !seen; j++) seen = jv_equal(keys.u.l->v[j], k);
-                jstep(c);
-                if (!seen) {
-                    jv_list_push(c, keys, k);
+                if (!jdict_get(c, seen.u.d, k)) {
+                    jv_dict_set(c, seen, k, jv_none());
                     jv_list_push(c, r, l->v[i]);
                 }
             }
             return r;
         }
         if (l->n == 0) return jv_undef();
+        jsteps(c, l->n);
         bool want_max = name[1] == 'a';
         size_t best = 0;
         jv bk = sort_key(&s, l->v[0]);
@@ -1026,6 +1099,7 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
         }
         bool was_plain = in.k != JV_LIST || in.u.l->lazy != JL_GEN;
         const jlist *l = iter_list(&a, in);
+        jsteps(c, l->n);
         jv r = was_plain && in.k == JV_LIST ? jv_lazy_list(c, JL_GEN) : jv_list_new(c, l->n);
         for (size_t i = l->n; i-- > 0;) jv_list_push(c, r, l->v[i]);
         return r;
@@ -1036,8 +1110,13 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
         jbuf ind = {.c = c};
         if (arg(&a, 0, "width", &x)) {
             if (x.k == JV_STR) jbuf_put(&ind, x.u.s->s, x.u.s->len);
-            else
-                for (int64_t i = 0, w = need_int(&a, x, "width"); i < w && i < 1024; i++) jbuf_puts(&ind, " ");
+            else {
+                int64_t w = need_int(&a, x, "width");
+                if (w > JINJA_MAX_FORMAT_WIDTH)
+                    jfail(c, n, TL_ERR_UNSUPPORTED, "indent: width larger than %d (JINJA_MAX_FORMAT_WIDTH)",
+                          JINJA_MAX_FORMAT_WIDTH);
+                pad(&ind, w, ' ');
+            }
         } else
             jbuf_puts(&ind, "    ");
         bool first = arg(&a, 1, "first", &x) && jv_truthy(x);
@@ -1062,6 +1141,7 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
     }
     if (!strcmp(name, "wordcount")) {
         const jstr *s = to_s(c, in);
+        jwork(c, s->len);
         int64_t k = 0;
         bool inw = false;
         for (size_t i = 0; i < s->len;) {
@@ -1082,6 +1162,8 @@ jv jbuiltin_filter(jctx *c, const jnode *n, const char *name, jv in, jv *args, i
         if (cnt <= 0) jfail(c, n, TL_ERR_INVALID, "batch: linecount must be positive");
         bool fill = arg(&a, 1, "fill_with", &y) && y.k != JV_NONE;
         const jlist *l = iter_list(&a, in);
+        jsteps(c, l->n);
+        if (fill && l->n % (uint64_t)cnt) jsteps(c, (uint64_t)cnt - l->n % (uint64_t)cnt); /* the last batch's filler */
         jv r = jv_lazy_list(c, JL_GEN), cur = jv_list_new(c, 0);
         for (size_t i = 0; i < l->n; i++) {
             jv_list_push(c, cur, l->v[i]);
@@ -1140,6 +1222,7 @@ bool jbuiltin_has_method(jv recv, const char *name) {
 static jv str_format(fargs *a, const jstr *fmt) {
     jctx *c = a->c;
     jbuf b = {.c = c};
+    jwork(c, fmt->len);
     int auto_idx = 0;
     for (size_t i = 0; i < fmt->len; i++) {
         char ch = fmt->s[i];
@@ -1170,8 +1253,10 @@ static jv str_format(fargs *a, const jstr *fmt) {
             if (auto_idx >= a->npos) jfail(c, a->n, TL_ERR_INVALID, "format: not enough arguments");
             v = a->pos[auto_idx++];
         } else if (f[0] >= '0' && f[0] <= '9') {
-            int idx = atoi(f);
-            if (idx >= a->npos) jfail(c, a->n, TL_ERR_INVALID, "format: index %d out of range", idx);
+            int64_t idx;
+            if (!jparse_i64(f, fl, &idx) || idx >= a->npos)
+                jfail(c, a->n, TL_ERR_INVALID, "format: replacement index '%.*s' out of range (%d arguments)",
+                      (int)(fl > 32 ? 32 : fl), f, a->npos);
             v = a->pos[idx];
         } else {
             bool found = false;
@@ -1188,8 +1273,9 @@ static jv str_format(fargs *a, const jstr *fmt) {
     return jbuf_to_str(&b);
 }
 
-static bool all_chars(const jstr *s, int kind) {
+static bool all_chars(jctx *c, const jstr *s, int kind) {
     if (s->len == 0) return false;
+    jwork(c, s->len);
     bool any_cased = false;
     for (size_t i = 0; i < s->len;) {
         size_t adv;
@@ -1246,28 +1332,30 @@ jv jbuiltin_method(jctx *c, const jnode *n, jv recv, const char *name, jv *args,
             if (!arg(&a, 0, NULL, &x)) jfail(c, n, TL_ERR_INVALID, "%s() takes an argument", name);
             const jstr *sub = need_str(&a, x, "substring");
             if (!strcmp(name, "count")) {
-                if (sub->len == 0) return jv_int((int64_t)jutf8_count(s->s, s->len) + 1);
+                if (sub->len == 0) return jv_int((int64_t)s->ncp + 1);
                 int64_t k = 0;
                 for (size_t i = 0; i + sub->len <= s->len;) {
-                    const char *p = find_sub(s->s + i, s->len - i, sub->s, sub->len);
+                    const char *p = jfind(c, s->s + i, s->len - i, sub->s, sub->len);
                     if (!p) break;
                     k++;
                     i = (size_t)(p - s->s) + sub->len;
                 }
                 return jv_int(k);
             }
-            const char *p = name[0] == 'r' ? rfind_sub(s->s, s->len, sub->s, sub->len)
-                                           : find_sub(s->s, s->len, sub->s, sub->len);
+            const char *p = name[0] == 'r' ? jrfind(c, s->s, s->len, sub->s, sub->len)
+                                           : jfind(c, s->s, s->len, sub->s, sub->len);
             if (!p) {
                 if (name[0] == 'i') jfail(c, n, TL_ERR_INVALID, "index: substring not found");
                 return jv_int(-1);
             }
+            jwork(c, (size_t)(p - s->s));
             return jv_int((int64_t)jutf8_count(s->s, (size_t)(p - s->s)));
         }
         if (!strcmp(name, "join")) {
             check_args(&a, 1, NULL);
             if (!arg(&a, 0, NULL, &x)) jfail(c, n, TL_ERR_INVALID, "join() takes an argument");
             const jlist *l = iter_list(&a, x);
+            jsteps(c, l->n);
             jbuf b = {.c = c};
             for (size_t i = 0; i < l->n; i++) {
                 if (i) jbuf_put(&b, s->s, s->len);
@@ -1276,12 +1364,12 @@ jv jbuiltin_method(jctx *c, const jnode *n, jv recv, const char *name, jv *args,
             }
             return jbuf_to_str(&b);
         }
-        if (!strcmp(name, "isdigit")) return jv_bool(all_chars(s, 0));
-        if (!strcmp(name, "isalpha")) return jv_bool(all_chars(s, 1));
-        if (!strcmp(name, "isalnum")) return jv_bool(all_chars(s, 2));
-        if (!strcmp(name, "isspace")) return jv_bool(all_chars(s, 3));
-        if (!strcmp(name, "islower")) return jv_bool(all_chars(s, 4));
-        if (!strcmp(name, "isupper")) return jv_bool(all_chars(s, 5));
+        if (!strcmp(name, "isdigit")) return jv_bool(all_chars(c, s, 0));
+        if (!strcmp(name, "isalpha")) return jv_bool(all_chars(c, s, 1));
+        if (!strcmp(name, "isalnum")) return jv_bool(all_chars(c, s, 2));
+        if (!strcmp(name, "isspace")) return jv_bool(all_chars(c, s, 3));
+        if (!strcmp(name, "islower")) return jv_bool(all_chars(c, s, 4));
+        if (!strcmp(name, "isupper")) return jv_bool(all_chars(c, s, 5));
         if (!strcmp(name, "splitlines")) return do_splitlines(c, s);
         if (!strcmp(name, "removeprefix") || !strcmp(name, "removesuffix")) {
             check_args(&a, 1, NULL);
@@ -1300,13 +1388,14 @@ jv jbuiltin_method(jctx *c, const jnode *n, jv recv, const char *name, jv *args,
         if (!strcmp(name, "get")) {
             check_args(&a, 2, NULL);
             if (!arg(&a, 0, NULL, &x)) jfail(c, n, TL_ERR_INVALID, "get() takes at least 1 argument");
-            jv *v = jdict_get(d, x);
+            jv *v = jdict_get(c, d, x);
             if (v) return *v;
             return arg(&a, 1, NULL, &y) ? y : jv_none();
         }
         if (!strcmp(name, "items")) {
             check_args(&a, 0, NULL);
             jv r = jv_lazy_list(c, JL_ITEMS);
+            jsteps(c, d->n);
             for (size_t i = 0; i < d->n; i++) {
                 jv t = jv_list_new(c, 2);
                 t.u.l->tuple = true;
@@ -1319,6 +1408,7 @@ jv jbuiltin_method(jctx *c, const jnode *n, jv recv, const char *name, jv *args,
         if (!strcmp(name, "keys") || !strcmp(name, "values")) {
             check_args(&a, 0, NULL);
             jv r = jv_lazy_list(c, name[0] == 'k' ? JL_KEYS : JL_VALUES);
+            jsteps(c, d->n);
             for (size_t i = 0; i < d->n; i++) jv_list_push(c, r, name[0] == 'k' ? d->keys[i] : d->vals[i]);
             return r;
         }
@@ -1326,14 +1416,15 @@ jv jbuiltin_method(jctx *c, const jnode *n, jv recv, const char *name, jv *args,
         const jlist *l = recv.u.l;
         check_args(&a, 1, NULL);
         if (!arg(&a, 0, NULL, &x)) jfail(c, n, TL_ERR_INVALID, "%s() takes an argument", name);
+        jsteps(c, l->n);
         if (!strcmp(name, "index")) {
             for (size_t i = 0; i < l->n; i++)
-                if (jv_equal(l->v[i], x)) return jv_int((int64_t)i);
+                if (jv_equal(c, l->v[i], x)) return jv_int((int64_t)i);
             jfail(c, n, TL_ERR_INVALID, "list.index(x): x not in list");
         }
         if (!strcmp(name, "count")) {
             int64_t k = 0;
-            for (size_t i = 0; i < l->n; i++) k += jv_equal(l->v[i], x);
+            for (size_t i = 0; i < l->n; i++) k += jv_equal(c, l->v[i], x);
             return jv_int(k);
         }
     } else if (recv.k == JV_LOOP && !strcmp(name, "cycle")) {
@@ -1370,12 +1461,20 @@ jv jbuiltin_call_func(jctx *c, const jnode *n, int fn, jv *args, int nargs, cons
             if (nargs == 3) step = need_int(&a, args[2], "step");
         }
         if (step == 0) jfail(c, n, TL_ERR_INVALID, "range() arg 3 must not be zero");
-        double cnt = step > 0 ? ((double)stop - (double)start) / (double)step : ((double)start - (double)stop) / (double)-step;
+        /* the item count in unsigned arithmetic: exact for any int64 bounds */
+        uint64_t cnt;
+        if (step > 0) cnt = stop > start ? ((uint64_t)stop - (uint64_t)start - 1) / (uint64_t)step + 1 : 0;
+        else cnt = start > stop ? ((uint64_t)start - (uint64_t)stop - 1) / ((uint64_t)(-(step + 1)) + 1) + 1 : 0;
         if (cnt > JINJA_MAX_RANGE)
-            jfail(c, n, TL_ERR_UNSUPPORTED, "range too big: the sandbox blocks ranges larger than %d",
+            jfail(c, n, TL_ERR_UNSUPPORTED, "range too big: the sandbox blocks ranges larger than %d (JINJA_MAX_RANGE)",
                   JINJA_MAX_RANGE);
-        jv r = jv_list_new(c, 0);
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) jv_list_push(c, r, jv_int(i));
+        jsteps(c, cnt);
+        jv r = jv_list_new(c, (size_t)cnt);
+        int64_t v = start;
+        for (uint64_t k = 0; k < cnt; k++) {
+            jv_list_push(c, r, jv_int(v));
+            if (k + 1 < cnt) v += step; /* the next item lies between start and stop */
+        }
         return r;
     }
     case FN_NAMESPACE:
@@ -1386,8 +1485,10 @@ jv jbuiltin_call_func(jctx *c, const jnode *n, int fn, jv *args, int nargs, cons
         if (nargs == 1) {
             jv src = args[0];
             if (src.k == JV_DICT) {
+                jsteps(c, src.u.d->n);
                 for (size_t i = 0; i < src.u.d->n; i++) jv_dict_set(c, d, src.u.d->keys[i], src.u.d->vals[i]);
             } else if (src.k == JV_LIST) {
+                jsteps(c, src.u.l->n);
                 for (size_t i = 0; i < src.u.l->n; i++) {
                     jv p = src.u.l->v[i];
                     if (p.k != JV_LIST || p.u.l->n != 2) jfail(c, n, TL_ERR_INVALID, "%s(): sequence elements must be pairs", a.fname);

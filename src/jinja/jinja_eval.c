@@ -31,10 +31,17 @@ _Noreturn void jfail(jctx *c, const jnode *n, tl_status st, const char *fmt, ...
     longjmp(c->jmp, 1);
 }
 
+static _Noreturn void fail_steps(jctx *c) {
+    jfail(c, NULL, TL_ERR_UNSUPPORTED, "template ran more than %llu steps (max_steps; loop too long?)",
+          (unsigned long long)c->env->lim.max_steps);
+}
+
 void jstep(jctx *c) {
-    if (++c->steps > c->env->lim.max_steps)
-        jfail(c, NULL, TL_ERR_UNSUPPORTED, "template ran more than %llu steps (loop too long?)",
-              (unsigned long long)c->env->lim.max_steps);
+    if (++c->steps > c->env->lim.max_steps) fail_steps(c);
+}
+
+void jsteps(jctx *c, uint64_t n) {
+    if (n > c->env->lim.max_steps - c->steps || (c->steps += n) > c->env->lim.max_steps) fail_steps(c);
 }
 
 static void out_put(jctx *c, const char *s, size_t n) {
@@ -187,7 +194,7 @@ jv jeval_getitem(jctx *c, const jnode *n, jv obj, jv key) {
     switch (obj.k) {
     case JV_UNDEF: fail_undef(c, n, obj, "getting an item");
     case JV_DICT: {
-        jv *v = jdict_get(obj.u.d, key);
+        jv *v = jdict_get(c, obj.u.d, key);
         if (v) return *v;
         break;
     }
@@ -203,12 +210,14 @@ jv jeval_getitem(jctx *c, const jnode *n, jv obj, jv key) {
     case JV_STR:
         if (as_index(key, &idx)) {
             const jstr *s = obj.u.s;
-            int64_t len = (int64_t)jutf8_count(s->s, s->len);
+            int64_t len = (int64_t)s->ncp;
             if (idx < 0) idx += len;
             if (idx >= 0 && idx < len) {
-                size_t a = jutf8_offset(s->s, s->len, (size_t)idx);
-                size_t b = jutf8_offset(s->s, s->len, (size_t)idx + 1);
-                return jv_str(c, s->s + a, b - a);
+                if (s->ncp == s->len) return jv_str(c, s->s + idx, 1); /* ASCII */
+                jwork(c, s->len);
+                size_t a = jutf8_offset(s->s, s->len, (size_t)idx), adv;
+                jutf8_decode(s->s + a, s->len - a, &adv);
+                return jv_str(c, s->s + a, adv);
             }
             return undef_named(c, "item");
         }
@@ -232,15 +241,9 @@ static int64_t slice_index(jctx *c, const jnode *n, jv v, int64_t dflt) {
     return i;
 }
 
-static jv do_slice(jctx *c, const jnode *n, jv obj, jv vs, jv ve, jv vstep) {
-    int64_t step = slice_index(c, n, vstep, 1);
-    if (step == 0) jfail(c, n, TL_ERR_INVALID, "slice step cannot be zero");
-    if (obj.k == JV_UNDEF) fail_undef(c, n, obj, "slicing");
-    int64_t len;
-    if (obj.k == JV_LIST && obj.u.l->lazy) return undef_named(c, "slice");
-    if (obj.k == JV_LIST) len = (int64_t)obj.u.l->n;
-    else if (obj.k == JV_STR) len = (int64_t)jutf8_count(obj.u.s->s, obj.u.s->len);
-    else return undef_named(c, "slice");
+/* Python's slice bounds: lo, hi clamped, then the number of items
+ * lo, lo+step, ... before hi (computed without overflow for any step). */
+static uint64_t slice_span(jctx *c, const jnode *n, int64_t len, jv vs, jv ve, int64_t step, int64_t *lo_out) {
     int64_t lo, hi;
     if (step > 0) {
         lo = slice_index(c, n, vs, 0);
@@ -249,32 +252,66 @@ static jv do_slice(jctx *c, const jnode *n, jv obj, jv vs, jv ve, jv vstep) {
         if (hi < 0) hi = hi + len < 0 ? 0 : hi + len;
         if (lo > len) lo = len;
         if (hi > len) hi = len;
-    } else {
-        lo = slice_index(c, n, vs, len - 1);
-        hi = slice_index(c, n, ve, -len - 1);
-        if (lo < 0) lo = lo + len < -1 ? -1 : lo + len;
-        if (hi < 0) hi = hi + len < -1 ? -1 : hi + len;
-        if (lo >= len) lo = len - 1;
-        if (hi >= len) hi = len - 1;
+        *lo_out = lo;
+        return hi > lo ? ((uint64_t)(hi - lo) - 1) / (uint64_t)step + 1 : 0;
     }
+    lo = slice_index(c, n, vs, len - 1);
+    hi = slice_index(c, n, ve, -len - 1);
+    if (lo < 0) lo = lo + len < -1 ? -1 : lo + len;
+    if (hi < 0) hi = hi + len < -1 ? -1 : hi + len;
+    if (lo >= len) lo = len - 1;
+    if (hi >= len) hi = len - 1;
+    *lo_out = lo;
+    uint64_t ustep = (uint64_t)(-(step + 1)) + 1; /* |step|, also for INT64_MIN */
+    return lo > hi ? ((uint64_t)(lo - hi) - 1) / ustep + 1 : 0;
+}
+
+static jv do_slice(jctx *c, const jnode *n, jv obj, jv vs, jv ve, jv vstep) {
+    int64_t step = slice_index(c, n, vstep, 1);
+    if (step == 0) jfail(c, n, TL_ERR_INVALID, "slice step cannot be zero");
+    if (obj.k == JV_UNDEF) fail_undef(c, n, obj, "slicing");
+    int64_t len;
+    if (obj.k == JV_LIST && obj.u.l->lazy) return undef_named(c, "slice");
+    if (obj.k == JV_LIST) len = (int64_t)obj.u.l->n;
+    else if (obj.k == JV_STR) len = (int64_t)obj.u.s->ncp;
+    else return undef_named(c, "slice");
+    int64_t lo;
+    uint64_t cnt = slice_span(c, n, len, vs, ve, step, &lo);
+    /* every index lo + k*step for k < cnt lies in [0, len): no overflow */
     if (obj.k == JV_LIST) {
-        jv r = jv_list_new(c, 0);
+        jsteps(c, cnt);
+        jv r = jv_list_new(c, (size_t)cnt);
         r.u.l->tuple = obj.u.l->tuple;
-        for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) jv_list_push(c, r, obj.u.l->v[i]);
+        for (uint64_t k = 0; k < cnt; k++) jv_list_push(c, r, obj.u.l->v[lo + (int64_t)k * step]);
         return r;
     }
     const jstr *s = obj.u.s;
-    if (step == 1) {
-        if (hi <= lo) return jv_str(c, "", 0);
-        size_t a = jutf8_offset(s->s, s->len, (size_t)lo);
-        size_t b = jutf8_offset(s->s, s->len, (size_t)hi);
-        return jv_str(c, s->s + a, b - a);
+    if (cnt == 0) return jv_str(c, "", 0);
+    if (s->ncp == s->len) { /* ASCII: byte = code point */
+        if (step == 1) return jv_str(c, s->s + lo, (size_t)cnt);
+        jsteps(c, cnt);
+        jbuf b = {.c = c};
+        for (uint64_t k = 0; k < cnt; k++) jbuf_put(&b, s->s + lo + (int64_t)k * step, 1);
+        return jbuf_to_str(&b);
     }
+    /* UTF-8: one walk over the characters, forwards or backwards */
+    jwork(c, s->len);
+    jsteps(c, cnt);
+    size_t at = jutf8_offset(s->s, s->len, (size_t)lo);
+    if (step == 1) return jv_str(c, s->s + at, jutf8_offset(s->s + at, s->len - at, (size_t)cnt));
     jbuf b = {.c = c};
-    for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
-        size_t a = jutf8_offset(s->s, s->len, (size_t)i);
-        size_t e = jutf8_offset(s->s, s->len, (size_t)i + 1);
-        jbuf_put(&b, s->s + a, e - a);
+    for (uint64_t k = 0; k < cnt; k++) {
+        size_t adv;
+        jutf8_decode(s->s + at, s->len - at, &adv);
+        jbuf_put(&b, s->s + at, adv);
+        if (k + 1 == cnt) break;
+        if (step > 0) {
+            for (int64_t m = 0; m < step; m++) /* ends within the string: k + 1 < cnt */
+                do at++; while (at < s->len && ((unsigned char)s->s[at] & 0xC0) == 0x80);
+        } else {
+            for (int64_t m = 0; m > step; m--)
+                do at--; while (at > 0 && ((unsigned char)s->s[at] & 0xC0) == 0x80);
+        }
     }
     return jbuf_to_str(&b);
 }
@@ -299,28 +336,46 @@ static _Noreturn void bad_operands(jctx *c, const jnode *n, int op, jv a, jv b) 
           jv_kind_name(a), jv_kind_name(b));
 }
 
+/* seq * times: the result is built by doubling copies, so the work is the
+ * result's size (bounded by the memory limit), never the count itself. */
 static jv repeat_seq(jctx *c, const jnode *n, jv seq, int64_t times) {
-    if (times <= 0) {
-        if (seq.k == JV_STR) return jv_str(c, "", 0);
+    bool is_str = seq.k == JV_STR;
+    size_t unit = is_str ? seq.u.s->len : seq.u.l->n * sizeof(jv);
+    if (times <= 0 || unit == 0) {
+        if (is_str) return jv_str(c, "", 0);
         jv r = jv_list_new(c, 0);
         r.u.l->tuple = seq.u.l->tuple;
         return r;
     }
-    if (seq.k == JV_STR) {
-        size_t tot;
-        if (!tl_mul_ok(seq.u.s->len, (size_t)times, &tot) || tot > c->env->lim.max_memory)
-            jfail(c, n, TL_ERR_NOMEM, "string repetition too large");
-        jbuf b = {.c = c};
-        for (int64_t i = 0; i < times; i++) jbuf_put(&b, seq.u.s->s, seq.u.s->len);
-        return jbuf_to_str(&b);
-    }
     size_t tot;
-    if (!tl_mul_ok(seq.u.l->n, (size_t)times, &tot) || tot > c->env->lim.max_memory / sizeof(jv))
-        jfail(c, n, TL_ERR_NOMEM, "list repetition too large");
-    jv r = jv_list_new(c, tot);
+    if (!tl_mul_ok(unit, (size_t)times, &tot) || tot > c->env->lim.max_memory)
+        jfail(c, n, TL_ERR_NOMEM, "%s repetition of %lld would exceed the memory limit (%zu bytes)",
+              is_str ? "string" : "list", (long long)times, c->env->lim.max_memory);
+    jwork(c, tot);
+    char *p = jc_alloc(c, tot + 1);
+    memcpy(p, is_str ? (const void *)seq.u.s->s : (const void *)seq.u.l->v, unit);
+    for (size_t have = unit; have < tot;) {
+        size_t k = have < tot - have ? have : tot - have;
+        memcpy(p + have, p, k);
+        have += k;
+    }
+    if (is_str) return jv_str(c, p, tot);
+    jv r = jv_list_new(c, 0);
     r.u.l->tuple = seq.u.l->tuple;
-    for (int64_t i = 0; i < times; i++)
-        for (size_t k = 0; k < seq.u.l->n; k++) jv_list_push(c, r, seq.u.l->v[k]);
+    r.u.l->v = (jv *)p; /* jc_alloc memory is max_align_t aligned */
+    r.u.l->n = r.u.l->cap = tot / sizeof(jv);
+    return r;
+}
+
+/* x ** y for y >= 0 by squaring; an overflow is an error (Python has big ints). */
+static int64_t ipow(jctx *c, const jnode *n, int64_t x, int64_t y) {
+    int64_t r = 1, b = x;
+    while (y > 0) {
+        if ((y & 1) && __builtin_mul_overflow(r, b, &r)) break;
+        y >>= 1;
+        if (y && __builtin_mul_overflow(b, b, &b)) break; /* |b| >= 2: r would overflow too */
+    }
+    if (y > 0) jfail(c, n, TL_ERR_UNSUPPORTED, "integer overflow in ** (64-bit integers)");
     return r;
 }
 
@@ -359,10 +414,7 @@ static jv binop(jctx *c, const jnode *n, int op, jv a, jv b) {
         }
         case JOP_POW:
             if (y < 0) return jv_float(__builtin_pow((double)x, (double)y));
-            r = 1;
-            for (int64_t i = 0; i < y; i++)
-                if (__builtin_mul_overflow(r, x, &r)) jfail(c, n, TL_ERR_UNSUPPORTED, "integer overflow in **");
-            return jv_int(r);
+            return jv_int(ipow(c, n, x, y));
         default: break;
         }
         jfail(c, n, TL_ERR_UNSUPPORTED, "integer overflow in %s", op_sym(op));
@@ -401,6 +453,7 @@ static jv binop(jctx *c, const jnode *n, int op, jv a, jv b) {
             return r;
         }
         if (a.k == JV_LIST && b.k == JV_LIST && a.u.l->tuple == b.u.l->tuple && !a.u.l->lazy && !b.u.l->lazy) {
+            jsteps(c, a.u.l->n + b.u.l->n);
             jv r = jv_list_new(c, a.u.l->n + b.u.l->n);
             r.u.l->tuple = a.u.l->tuple;
             for (size_t i = 0; i < a.u.l->n; i++) jv_list_push(c, r, a.u.l->v[i]);
@@ -428,18 +481,15 @@ static bool contains(jctx *c, const jnode *n, jv container, jv item) {
         if (item.k != JV_STR)
             jfail(c, n, TL_ERR_INVALID, "'in <string>' requires string as left operand, not %s",
                   jv_kind_name(item));
-        if (item.u.s->len == 0) return true;
-        if (item.u.s->len > container.u.s->len) return false;
-        for (size_t i = 0; i + item.u.s->len <= container.u.s->len; i++)
-            if (!memcmp(container.u.s->s + i, item.u.s->s, item.u.s->len)) return true;
-        return false;
+        return jfind(c, container.u.s->s, container.u.s->len, item.u.s->s, item.u.s->len) != NULL;
     case JV_LIST: {
         const jlist *l = jlist_take(c, container.u.l);
+        jsteps(c, l->n);
         for (size_t i = 0; i < l->n; i++)
-            if (jv_equal(l->v[i], item)) return true;
+            if (jv_equal(c, l->v[i], item)) return true;
         return false;
     }
-    case JV_DICT: return jdict_get(container.u.d, item) != NULL;
+    case JV_DICT: return jdict_get(c, container.u.d, item) != NULL;
     case JV_UNDEF: return false;
     default:
         jfail(c, n, TL_ERR_INVALID, "argument of type '%s' is not iterable", jv_kind_name(container));
@@ -448,8 +498,8 @@ static bool contains(jctx *c, const jnode *n, jv container, jv item) {
 
 static bool compare_op(jctx *c, const jnode *n, int op, jv a, jv b) {
     switch (op) {
-    case JOP_EQ: return jv_equal(a, b);
-    case JOP_NE: return !jv_equal(a, b);
+    case JOP_EQ: return jv_equal(c, a, b);
+    case JOP_NE: return !jv_equal(c, a, b);
     case JOP_IN: return contains(c, n, b, a);
     case JOP_NOTIN: return !contains(c, n, b, a);
     default: break;
@@ -553,7 +603,13 @@ jv jeval_call(jctx *c, const jnode *n, jv fn, jv *args, int nargs, const char **
     }
 }
 
+static _Noreturn void fail_nest(jctx *c, const jnode *n) {
+    jfail(c, n, TL_ERR_UNSUPPORTED, "evaluation nested deeper than %d (JINJA_MAX_EVAL_DEPTH; runaway recursion?)",
+          JINJA_MAX_EVAL_DEPTH);
+}
+
 static jv eval(jctx *c, jframe *f, const jnode *n) {
+    if (++c->nest > JINJA_MAX_EVAL_DEPTH) fail_nest(c, n);
     const jnode *saved = c->cur;
     c->cur = n;
     jv r;
@@ -682,6 +738,7 @@ static jv eval(jctx *c, jframe *f, const jnode *n) {
     default: jfail(c, n, TL_ERR_UNSUPPORTED, "internal: statement node in expression");
     }
     c->cur = saved;
+    c->nest--;
     return r;
 }
 
@@ -777,9 +834,7 @@ static int exec_for(jctx *c, jframe *f, const jnode *n) {
     return FLOW_NORMAL;
 }
 
-static int exec_stmt(jctx *c, jframe *f, const jnode *n) {
-    jstep(c);
-    c->cur = n;
+static int exec_stmt_in(jctx *c, jframe *f, const jnode *n) {
     switch (n->kind) {
     case JN_TEXT: out_put(c, n->lit.u.s->s, n->lit.u.s->len); return FLOW_NORMAL;
     case JN_OUTPUT: {
@@ -794,8 +849,17 @@ static int exec_stmt(jctx *c, jframe *f, const jnode *n) {
         return FLOW_NORMAL;
     }
     case JN_IF:
-        if (jv_truthy(eval(c, f, n->a))) return exec_body(c, f, n->body, n->n_body);
-        return exec_body(c, f, n->body2, n->n_body2);
+        /* an elif chain is walked, not recursed into: any length runs in bounded stack */
+        for (;;) {
+            if (jv_truthy(eval(c, f, n->a))) return exec_body(c, f, n->body, n->n_body);
+            if (n->n_body2 == 1 && n->body2[0]->kind == JN_IF && n->body2[0]->op == 1) {
+                n = n->body2[0];
+                jstep(c);
+                c->cur = n;
+                continue;
+            }
+            return exec_body(c, f, n->body2, n->n_body2);
+        }
     case JN_FOR: return exec_for(c, f, n);
     case JN_SET: {
         jv v = eval(c, f, n->b);
@@ -838,6 +902,15 @@ static int exec_stmt(jctx *c, jframe *f, const jnode *n) {
     }
     default: jfail(c, n, TL_ERR_UNSUPPORTED, "internal: expression node as statement");
     }
+}
+
+static int exec_stmt(jctx *c, jframe *f, const jnode *n) {
+    jstep(c);
+    if (++c->nest > JINJA_MAX_EVAL_DEPTH) fail_nest(c, n);
+    c->cur = n;
+    int flow = exec_stmt_in(c, f, n);
+    c->nest--;
+    return flow;
 }
 
 static int exec_body(jctx *c, jframe *f, jnode *const *body, int nb) {

@@ -48,9 +48,14 @@ typedef enum jv_kind {
     JV_LOOP    /* the loop variable of a for loop */
 } jv_kind;
 
+/* Strings carry their code point count and hash, computed once when made
+ * (the copy walks the bytes anyway), so len(), indexing of ASCII text and
+ * dict lookups never rescan them. */
 typedef struct jstr {
     size_t len;
-    char s[]; /* NUL-terminated, valid UTF-8 */
+    size_t ncp;    /* code points */
+    uint32_t hash; /* jhash_bytes of s */
+    char s[];      /* NUL-terminated, valid UTF-8 */
 } jstr;
 
 typedef struct jv jv;
@@ -90,11 +95,17 @@ struct jlist {
     bool consumed; /* generator already iterated */
 };
 
+/* Insertion-ordered; past JDICT_LINEAR entries an open-addressing index
+ * (entry + 1 per slot, 0 empty, at most half full) finds keys by hash. */
+#define JDICT_LINEAR 8
 struct jdict {
     size_t n, cap;
     jv *keys;
     jv *vals;
-    bool ns; /* namespace object */
+    uint32_t *hashes; /* [cap] hash of each key */
+    uint32_t *idx;    /* [idx_cap] or NULL while n <= JDICT_LINEAR */
+    size_t idx_cap;   /* power of two */
+    bool ns;          /* namespace object */
 };
 
 struct jmethod {
@@ -198,7 +209,8 @@ typedef struct jctx {
     char *out;
     size_t out_len, out_cap;
     uint64_t steps;
-    int depth;
+    int depth;        /* macro calls */
+    int nest;         /* eval/exec frames (JINJA_MAX_EVAL_DEPTH) */
     int loop_depth;
     jframe *root;
     const jnode *cur; /* node being evaluated (for error positions) */
@@ -225,21 +237,39 @@ jv jv_dict_new(jctx *c, size_t cap);
 void jv_dict_set(jctx *c, jv dict, jv key, jv val);
 /* arena-level versions (no ctx: for JSON loading); false on OOM */
 bool jlist_push_a(jarena *a, jlist *l, jv item);
+/* string keys only (JSON objects, variables) */
 bool jdict_set_a(jarena *a, jdict *d, jv key, jv val);
 jdict *jdict_new_a(jarena *a);
 jlist *jlist_new_a(jarena *a);
 
 /* Lookup by string key; NULL when absent. */
 jv *jdict_get_str(const jdict *d, const char *key, size_t klen);
-jv *jdict_get(const jdict *d, jv key);
+/* Lookup by any key (Python equality: 1 == 1.0 == True). */
+jv *jdict_get(jctx *c, const jdict *d, jv key);
+
+/* Work charged to the step budget before it is done (fails past max_steps). */
+void jsteps(jctx *c, uint64_t n);
+static inline void jwork(jctx *c, size_t bytes) { jsteps(c, bytes / JINJA_BYTES_PER_STEP); }
 
 bool jv_truthy(jv v);
 /* The items of a list-like value for iteration; a generator is used up. */
 const jlist *jlist_take(jctx *c, jlist *l);
 jv jv_lazy_list(jctx *c, int lazy); /* new empty generator / view */
-bool jv_equal(jv a, jv b);
+/* Python ==; walks nested values up to JINJA_MAX_VALUE_DEPTH, charging steps */
+bool jv_equal(jctx *c, jv a, jv b);
+/* Python hash, consistent with jv_equal (hash(1) == hash(1.0) == hash(True)) */
+uint32_t jv_hash(jctx *c, jv v);
+uint32_t jhash_bytes(const char *s, size_t n);
 /* <0, 0, >0; fails (longjmp) on incomparable types */
 int jv_compare(jctx *c, jv a, jv b);
+/* Stable merge sort of v[0..n) by keys[0..n) (both permuted); cmp may longjmp. */
+void jsort(jctx *c, jv *v, jv *keys, size_t n, bool reverse);
+
+/* Substring search in O(hn + nn): first / last occurrence, NULL if none. */
+const char *jfind(jctx *c, const char *h, size_t hn, const char *nd, size_t nn);
+const char *jrfind(jctx *c, const char *h, size_t hn, const char *nd, size_t nn);
+/* Decimal digits s[0..n) (optional leading '-') as int64; false on overflow or junk. */
+bool jparse_i64(const char *s, size_t n, int64_t *out);
 const char *jv_kind_name(jv v);
 
 /* Python str() / repr() appended to a growable buffer */

@@ -1,8 +1,9 @@
 /* jinja/jinja_json: a small validating JSON parser (RFC 8259) producing Jinja
  * values, used to load messages, tools and extra variables for chat
  * templates. Strict: UTF-8 is validated, \u escapes (with surrogate pairs)
- * are decoded, nesting depth is limited, trailing garbage is an error, and
- * every error names the byte offset. Integers that fit int64 stay integers
+ * are decoded, nesting depth is limited (JINJA_MAX_VALUE_DEPTH), trailing
+ * garbage is an error, a repeated key keeps its last value (as Python's json),
+ * and every error names the byte offset. Integers that fit int64 stay integers
  * (as Python's json keeps them); others become floats.
  * Owns: nothing (values go to the caller's arena). Calls: base/status, libc. */
 #include <errno.h>
@@ -11,8 +12,6 @@
 #include <string.h>
 
 #include "jinja/jinja_internal.h"
-
-#define JJSON_MAX_DEPTH 256
 
 typedef struct jp {
     jarena *a;
@@ -202,10 +201,11 @@ static bool jp_lit(jp *p, const char *w, jv v, jv *out) {
 
 static bool jp_value(jp *p, jv *out, int depth) {
     memset(out, 0, sizeof *out);
-    if (depth > JJSON_MAX_DEPTH) return jp_fail(p, TL_ERR_FORMAT, "nesting deeper than 256");
     jp_ws(p);
     if (p->i >= p->n) return jp_fail(p, TL_ERR_FORMAT, "unexpected end of input");
     char ch = p->s[p->i];
+    if ((ch == '{' || ch == '[') && depth >= JINJA_MAX_VALUE_DEPTH)
+        return jp_fail(p, TL_ERR_UNSUPPORTED, "nesting deeper than 256 arrays/objects (JINJA_MAX_VALUE_DEPTH)");
     if (ch == '{') {
         p->i++;
         jdict *d = jdict_new_a(p->a);

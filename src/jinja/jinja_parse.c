@@ -19,8 +19,6 @@
 
 #include "jinja/jinja_internal.h"
 
-#define JP_MAX_DEPTH 200
-
 typedef enum tk_kind {
     TK_EOF,
     TK_TEXT,
@@ -549,9 +547,10 @@ static void svec_push(jparser *P, svec *a, const char *x) {
 }
 
 static void enter(jparser *P) {
-    if (++P->depth > JP_MAX_DEPTH) {
+    if (++P->depth > JINJA_MAX_NESTING) {
         tok *t = cur(P);
-        pfail(P, t->line, t->col, TL_ERR_UNSUPPORTED, "template nesting deeper than %d", JP_MAX_DEPTH);
+        pfail(P, t->line, t->col, TL_ERR_UNSUPPORTED, "template nesting deeper than %d (JINJA_MAX_NESTING)",
+              JINJA_MAX_NESTING);
     }
 }
 static void leave(jparser *P) { P->depth--; }
@@ -1081,6 +1080,7 @@ static jnode *parse_statement(jparser *P) {
             if (!strcmp(s, "elif")) {
                 tok *at = &P->toks[P->p - 1];
                 jnode *nx = mknode(P, JN_IF, at);
+                nx->op = 1; /* an elif: walked as a chain, not nested */
                 nx->a = parse_tuple(P, false, NULL);
                 expect_block_end(P);
                 node->body2 = palloc(P, sizeof(jnode *));
@@ -1271,14 +1271,20 @@ static void parse_body(jparser *P, nvec *out, const char *const *stops) {
 /* Unknown filters and tests are compile-time errors in jinja2, except inside
  * an if-block or a conditional expression (a "soft" frame: e.g. a branch
  * guarded by `x is filter`), where they fail only when run. A for body,
- * macro, set-block or call block starts a new, non-soft frame. */
-static void check_names(jparser *P, const jnode *n, bool soft);
-static void check_list(jparser *P, jnode *const *v, int k, bool soft) {
+ * macro, set-block or call block starts a new, non-soft frame.
+ * This walk also bounds the syntax tree's depth: operator chains such as
+ * a ~ b ~ c are built by loops, not recursion, so only here is their depth
+ * seen; every later walk (the evaluator) is then bounded too. */
+static void check_names(jparser *P, const jnode *n, bool soft, int depth);
+static void check_list(jparser *P, jnode *const *v, int k, bool soft, int depth) {
     for (int i = 0; i < k; i++)
-        if (v[i]) check_names(P, v[i], soft);
+        if (v[i]) check_names(P, v[i], soft, depth);
 }
-static void check_names(jparser *P, const jnode *n, bool soft) {
+static void check_names(jparser *P, const jnode *n, bool soft, int depth) {
     if (!n) return;
+    if (depth > JINJA_MAX_NESTING)
+        pfail(P, n->line, n->col, TL_ERR_UNSUPPORTED, "template nesting deeper than %d (JINJA_MAX_NESTING)",
+              JINJA_MAX_NESTING);
     if (n->kind == JN_FILTER && !soft && !jbuiltin_filter_known(n->name))
         pfail(P, n->line, n->col, TL_ERR_UNSUPPORTED, "unknown filter '%s'", n->name);
     if (n->kind == JN_TEST && !soft && !jbuiltin_test_known(n->name))
@@ -1293,19 +1299,31 @@ static void check_names(jparser *P, const jnode *n, bool soft) {
     case JN_BLOCK: s_in = s_body = false; break;
     default: break;
     }
-    if (n->kind == JN_FOR) {
-        check_names(P, n->a, s_in);
-        check_names(P, n->b, false);
-    } else {
-        check_names(P, n->a, s_in);
-        check_names(P, n->b, s_in);
+    if (n->kind == JN_IF) { /* an elif chain is walked at one depth */
+        for (;;) {
+            check_names(P, n->a, true, depth + 1);
+            check_list(P, n->body, n->n_body, true, depth + 1);
+            if (n->n_body2 == 1 && n->body2[0]->kind == JN_IF && n->body2[0]->op == 1) {
+                n = n->body2[0];
+                continue;
+            }
+            check_list(P, n->body2, n->n_body2, true, depth + 1);
+            return;
+        }
     }
-    check_names(P, n->c, s_in);
-    check_names(P, n->d, s_in);
-    check_list(P, n->args, n->n_args, n->kind == JN_MACRO ? false : s_in);
-    check_list(P, n->kwargs, n->n_kwargs, s_in);
-    check_list(P, n->body, n->n_body, s_body);
-    check_list(P, n->body2, n->n_body2, s_body);
+    if (n->kind == JN_FOR) {
+        check_names(P, n->a, s_in, depth + 1);
+        check_names(P, n->b, false, depth + 1);
+    } else {
+        check_names(P, n->a, s_in, depth + 1);
+        check_names(P, n->b, s_in, depth + 1);
+    }
+    check_names(P, n->c, s_in, depth + 1);
+    check_names(P, n->d, s_in, depth + 1);
+    check_list(P, n->args, n->n_args, n->kind == JN_MACRO ? false : s_in, depth + 1);
+    check_list(P, n->kwargs, n->n_kwargs, s_in, depth + 1);
+    check_list(P, n->body, n->n_body, s_body, depth + 1);
+    check_list(P, n->body2, n->n_body2, s_body, depth + 1);
 }
 
 /* ---- entry ---------------------------------------------------------------- */
@@ -1362,7 +1380,7 @@ tl_status jinja_parse(const char *src, size_t len, const jinja_options *opt, jin
     nvec body = {0};
     parse_body(P, &body, NULL);
     if (cur(P)->k != TK_EOF) unexpected(P, "end of template");
-    check_list(P, body.v, body.n, false);
+    check_list(P, body.v, body.n, false, 0);
     t->body = body.v;
     t->n_body = body.n;
     free(P);

@@ -1,9 +1,14 @@
 /* jinja/jinja_value: the value type of the Jinja interpreter: arena, lists,
- * dicts, UTF-8 helpers, Python-compatible str()/repr()/float formatting,
- * equality and ordering, and JSON output as HF's tojson (json.dumps with
- * ensure_ascii=False) writes it. Python semantics matter because templates
- * print values directly and the reference renderer is Python's jinja2.
- * Owns: nothing beyond arena memory. Calls: base/status, libc. */
+ * hashed dicts, UTF-8 helpers, Python-compatible str()/repr()/float
+ * formatting, equality, hashing and ordering, sorting, substring search,
+ * and JSON output as HF's tojson (json.dumps with ensure_ascii=False)
+ * writes it. Python semantics matter because templates print values
+ * directly and the reference renderer is Python's jinja2.
+ * Every walker of nested values (print, compare, hash, JSON) stops at
+ * JINJA_MAX_VALUE_DEPTH, which also ends cycles a namespace can make, and
+ * charges the elements it visits to the step budget.
+ * Owns: nothing beyond arena memory. Calls: base/status, libc (memmem). */
+#define _GNU_SOURCE /* memmem: glibc's is the linear two-way search */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +72,28 @@ void *jc_alloc(jctx *c, size_t n) {
 
 /* ---- strings, lists, dicts ------------------------------------------------ */
 
+uint32_t jhash_bytes(const char *s, size_t n) {
+    /* FNV-1a, then a final mix so the low bits (the slot) spread well */
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 16777619u;
+    }
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 12;
+    return h;
+}
+
+static uint32_t jmix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
 const jstr *jstr_make(jarena *a, const char *s, size_t n) {
     if (n > SIZE_MAX - sizeof(jstr) - 1) return NULL;
     jstr *r = jarena_alloc(a, sizeof(jstr) + n + 1);
@@ -74,6 +101,8 @@ const jstr *jstr_make(jarena *a, const char *s, size_t n) {
     r->len = n;
     if (n) memcpy(r->s, s, n);
     r->s[n] = 0;
+    r->ncp = jutf8_count(r->s, n);
+    r->hash = jhash_bytes(r->s, n);
     return r;
 }
 
@@ -116,10 +145,50 @@ jdict *jdict_new_a(jarena *a) {
     return d;
 }
 
-bool jdict_set_a(jarena *a, jdict *d, jv key, jv val) {
-    jv *slot = jdict_get(d, key);
-    if (slot) {
-        *slot = val;
+/* Key equality as Python's ==; strings never equal other kinds, so string
+ * keys need no context (JSON loading, variables). */
+static bool jkey_equal(jctx *c, jv a, jv b) {
+    if (a.k == JV_STR || b.k == JV_STR)
+        return a.k == b.k && a.u.s->len == b.u.s->len && !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
+    return jv_equal(c, a, b);
+}
+
+/* Entry index of key (hash h) or SIZE_MAX. */
+static size_t jdict_slot(jctx *c, const jdict *d, jv key, uint32_t h) {
+    if (!d->idx) {
+        for (size_t i = 0; i < d->n; i++)
+            if (d->hashes[i] == h && jkey_equal(c, d->keys[i], key)) return i;
+        return SIZE_MAX;
+    }
+    size_t mask = d->idx_cap - 1;
+    for (size_t j = h & mask; d->idx[j]; j = (j + 1) & mask) {
+        size_t e = d->idx[j] - 1;
+        if (d->hashes[e] == h && jkey_equal(c, d->keys[e], key)) return e;
+    }
+    return SIZE_MAX;
+}
+
+static bool jdict_reindex(jarena *a, jdict *d, size_t cap) {
+    if (cap > SIZE_MAX / sizeof(uint32_t) || cap > UINT32_MAX) return false;
+    uint32_t *idx = jarena_alloc(a, cap * sizeof(uint32_t));
+    if (!idx) return false;
+    memset(idx, 0, cap * sizeof(uint32_t));
+    size_t mask = cap - 1;
+    for (size_t e = 0; e < d->n; e++) {
+        size_t j = d->hashes[e] & mask;
+        while (idx[j]) j = (j + 1) & mask;
+        idx[j] = (uint32_t)(e + 1);
+    }
+    d->idx = idx;
+    d->idx_cap = cap;
+    return true;
+}
+
+/* Insert or replace; false when out of memory. */
+static bool jdict_put(jarena *a, jctx *c, jdict *d, jv key, uint32_t h, jv val) {
+    size_t e = jdict_slot(c, d, key, h);
+    if (e != SIZE_MAX) {
+        d->vals[e] = val;
         return true;
     }
     if (d->n == d->cap) {
@@ -127,19 +196,35 @@ bool jdict_set_a(jarena *a, jdict *d, jv key, jv val) {
         if (nc > SIZE_MAX / sizeof(jv)) return false;
         jv *nk = jarena_alloc(a, nc * sizeof(jv));
         jv *nv = jarena_alloc(a, nc * sizeof(jv));
-        if (!nk || !nv) return false;
+        uint32_t *nh = jarena_alloc(a, nc * sizeof(uint32_t));
+        if (!nk || !nv || !nh) return false;
         if (d->n) {
             memcpy(nk, d->keys, d->n * sizeof(jv));
             memcpy(nv, d->vals, d->n * sizeof(jv));
+            memcpy(nh, d->hashes, d->n * sizeof(uint32_t));
         }
         d->keys = nk;
         d->vals = nv;
+        d->hashes = nh;
         d->cap = nc;
     }
     d->keys[d->n] = key;
     d->vals[d->n] = val;
+    d->hashes[d->n] = h;
     d->n++;
+    if (d->n > JDICT_LINEAR && (d->n + 1) * 2 > d->idx_cap)
+        return jdict_reindex(a, d, d->idx_cap ? d->idx_cap * 2 : 32);
+    if (d->idx) { /* room left: add the new entry to the index */
+        size_t mask = d->idx_cap - 1, j = h & mask;
+        while (d->idx[j]) j = (j + 1) & mask;
+        d->idx[j] = (uint32_t)d->n;
+    }
     return true;
+}
+
+bool jdict_set_a(jarena *a, jdict *d, jv key, jv val) {
+    if (key.k != JV_STR) return false;
+    return jdict_put(a, NULL, d, key, key.u.s->hash, val);
 }
 
 jv jv_list_new(jctx *c, size_t cap) {
@@ -173,25 +258,34 @@ jv jv_dict_new(jctx *c, size_t cap) {
 }
 
 void jv_dict_set(jctx *c, jv dict, jv key, jv val) {
-    if (!jdict_set_a(c->ar, dict.u.d, key, val))
+    if (!jdict_put(c->ar, c, dict.u.d, key, jv_hash(c, key), val))
         jfail(c, NULL, TL_ERR_NOMEM, "template memory limit (%zu bytes) exceeded",
               c->env->lim.max_memory);
 }
 
 jv *jdict_get_str(const jdict *d, const char *key, size_t klen) {
-    for (size_t i = 0; i < d->n; i++) {
-        const jv *k = &d->keys[i];
-        if (k->k == JV_STR && k->u.s->len == klen && !memcmp(k->u.s->s, key, klen))
-            return &d->vals[i];
+    uint32_t h = jhash_bytes(key, klen);
+    if (!d->idx) {
+        for (size_t i = 0; i < d->n; i++) {
+            const jv *x = &d->keys[i];
+            if (d->hashes[i] == h && x->k == JV_STR && x->u.s->len == klen && !memcmp(x->u.s->s, key, klen))
+                return &d->vals[i];
+        }
+        return NULL;
+    }
+    size_t mask = d->idx_cap - 1;
+    for (size_t j = h & mask; d->idx[j]; j = (j + 1) & mask) {
+        size_t e = d->idx[j] - 1;
+        const jv *x = &d->keys[e];
+        if (d->hashes[e] == h && x->k == JV_STR && x->u.s->len == klen && !memcmp(x->u.s->s, key, klen))
+            return &d->vals[e];
     }
     return NULL;
 }
 
-jv *jdict_get(const jdict *d, jv key) {
-    if (key.k == JV_STR) return jdict_get_str(d, key.u.s->s, key.u.s->len);
-    for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(d->keys[i], key)) return &d->vals[i];
-    return NULL;
+jv *jdict_get(jctx *c, const jdict *d, jv key) {
+    size_t e = jdict_slot(c, d, key, jv_hash(c, key));
+    return e == SIZE_MAX ? NULL : &d->vals[e];
 }
 
 /* ---- UTF-8 ---------------------------------------------------------------- */
@@ -335,7 +429,12 @@ static double jv_num(jv v) {
 }
 static int64_t jv_inum(jv v) { return v.k == JV_INT ? v.u.i : (int64_t)v.u.b; }
 
-bool jv_equal(jv a, jv b) {
+static _Noreturn void too_deep(jctx *c, const char *what) {
+    jfail(c, NULL, TL_ERR_UNSUPPORTED, "%s values nested deeper than %d (JINJA_MAX_VALUE_DEPTH)", what,
+          JINJA_MAX_VALUE_DEPTH);
+}
+
+static bool equal_rec(jctx *c, jv a, jv b, int depth) {
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.k != JV_FLOAT && b.k != JV_FLOAT) return jv_inum(a) == jv_inum(b);
         return jv_num(a) == jv_num(b);
@@ -344,19 +443,26 @@ bool jv_equal(jv a, jv b) {
     switch (a.k) {
     case JV_UNDEF:
     case JV_NONE: return true;
-    case JV_STR: return a.u.s->len == b.u.s->len && !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
+    case JV_STR:
+        if (a.u.s->len != b.u.s->len || a.u.s->hash != b.u.s->hash) return false;
+        jwork(c, a.u.s->len);
+        return !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
     case JV_LIST:
         if (a.u.l->lazy || b.u.l->lazy) return a.u.l == b.u.l;
         if (a.u.l->tuple != b.u.l->tuple || a.u.l->n != b.u.l->n) return false;
+        if (depth >= JINJA_MAX_VALUE_DEPTH) too_deep(c, "compared");
+        jsteps(c, a.u.l->n);
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!equal_rec(c, a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if (a.u.d->ns || b.u.d->ns) return a.u.d == b.u.d;
         if (a.u.d->n != b.u.d->n) return false;
+        if (depth >= JINJA_MAX_VALUE_DEPTH) too_deep(c, "compared");
+        jsteps(c, a.u.d->n);
         for (size_t i = 0; i < a.u.d->n; i++) {
-            jv *o = jdict_get(b.u.d, a.u.d->keys[i]);
-            if (!o || !jv_equal(a.u.d->vals[i], *o)) return false;
+            jv *o = jdict_get(c, b.u.d, a.u.d->keys[i]);
+            if (!o || !equal_rec(c, a.u.d->vals[i], *o, depth + 1)) return false;
         }
         return true;
     case JV_MACRO: return a.u.m == b.u.m;
@@ -366,6 +472,44 @@ bool jv_equal(jv a, jv b) {
     default: return false;
     }
 }
+
+bool jv_equal(jctx *c, jv a, jv b) { return equal_rec(c, a, b, 0); }
+
+static uint32_t hash_rec(jctx *c, jv v, int depth) {
+    switch (v.k) {
+    case JV_STR: return v.u.s->hash;
+    case JV_BOOL: return jmix64((uint64_t)v.u.b);
+    case JV_INT: return jmix64((uint64_t)v.u.i);
+    case JV_FLOAT: {
+        /* integral floats hash as the int they equal */
+        double f = v.u.f;
+        if (f == floor(f) && f >= -9223372036854775808.0 && f < 9223372036854775808.0)
+            return jmix64((uint64_t)(int64_t)f);
+        uint64_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        return jmix64(bits);
+    }
+    case JV_NONE: return 0x9e3779b9u;
+    case JV_UNDEF: return 0x85ebca6bu;
+    case JV_LIST: {
+        if (v.u.l->lazy) return jmix64((uint64_t)(uintptr_t)v.u.l);
+        if (depth >= JINJA_MAX_VALUE_DEPTH) too_deep(c, "hashed");
+        jsteps(c, v.u.l->n);
+        uint32_t h = 0x27d4eb2fu ^ (uint32_t)v.u.l->n;
+        for (size_t i = 0; i < v.u.l->n; i++) h = (h ^ hash_rec(c, v.u.l->v[i], depth + 1)) * 0x01000193u;
+        return h;
+    }
+    case JV_DICT: /* unhashable in Python; equal dicts must still agree */
+        return v.u.d->ns ? jmix64((uint64_t)(uintptr_t)v.u.d) : jmix64(v.u.d->n ^ 0xd1c7u);
+    case JV_MACRO: return jmix64((uint64_t)(uintptr_t)v.u.m);
+    case JV_FUNC: return jmix64((uint64_t)v.u.fn ^ 0xf00du);
+    case JV_METHOD: return jmix64((uint64_t)(uintptr_t)v.u.meth);
+    case JV_LOOP: return jmix64((uint64_t)(uintptr_t)v.u.loop);
+    }
+    return 0;
+}
+
+uint32_t jv_hash(jctx *c, jv v) { return hash_rec(c, v, 0); }
 
 const char *jv_kind_name(jv v) {
     switch (v.k) {
@@ -389,7 +533,7 @@ const char *jv_kind_name(jv v) {
     return "?";
 }
 
-int jv_compare(jctx *c, jv a, jv b) {
+static int compare_rec(jctx *c, jv a, jv b, int depth) {
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.k != JV_FLOAT && b.k != JV_FLOAT) {
             int64_t x = jv_inum(a), y = jv_inum(b);
@@ -401,20 +545,118 @@ int jv_compare(jctx *c, jv a, jv b) {
     if (a.k == JV_STR && b.k == JV_STR) {
         /* byte order of UTF-8 equals code point order */
         size_t n = a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len;
+        jwork(c, n);
         int r = memcmp(a.u.s->s, b.u.s->s, n);
         if (r) return r < 0 ? -1 : 1;
         return a.u.s->len < b.u.s->len ? -1 : a.u.s->len > b.u.s->len;
     }
     if (a.k == JV_LIST && b.k == JV_LIST) {
+        if (depth >= JINJA_MAX_VALUE_DEPTH) too_deep(c, "compared");
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
+        jsteps(c, n);
         for (size_t i = 0; i < n; i++) {
-            if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
-            return jv_compare(c, a.u.l->v[i], b.u.l->v[i]);
+            if (equal_rec(c, a.u.l->v[i], b.u.l->v[i], depth + 1)) continue;
+            return compare_rec(c, a.u.l->v[i], b.u.l->v[i], depth + 1);
         }
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
     jfail(c, NULL, TL_ERR_INVALID, "cannot compare '%s' with '%s'", jv_kind_name(a),
           jv_kind_name(b));
+}
+
+int jv_compare(jctx *c, jv a, jv b) { return compare_rec(c, a, b, 0); }
+
+/* ---- sorting and searching ------------------------------------------------ */
+
+void jsort(jctx *c, jv *v, jv *keys, size_t n, bool reverse) {
+    if (n < 2) return;
+    uint64_t lg = 1;
+    while (((size_t)1 << lg) < n && lg < 63) lg++;
+    jsteps(c, (uint64_t)n * lg);
+    if (n > SIZE_MAX / (2 * sizeof(jv))) jfail(c, NULL, TL_ERR_NOMEM, "sort: list too large");
+    jv *tv = jc_alloc(c, n * sizeof(jv)), *tk = jc_alloc(c, n * sizeof(jv));
+    /* bottom-up merge sort: stable, no recursion */
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) {
+                int r = jv_compare(c, keys[j], keys[i]);
+                if (reverse) r = -r;
+                if (r < 0) {
+                    tv[o] = v[j];
+                    tk[o++] = keys[j++];
+                } else {
+                    tv[o] = v[i];
+                    tk[o++] = keys[i++];
+                }
+            }
+            while (i < mid) {
+                tv[o] = v[i];
+                tk[o++] = keys[i++];
+            }
+            while (j < hi) {
+                tv[o] = v[j];
+                tk[o++] = keys[j++];
+            }
+        }
+        memcpy(v, tv, n * sizeof(jv));
+        memcpy(keys, tk, n * sizeof(jv));
+        if (w > SIZE_MAX / 2) break;
+    }
+}
+
+const char *jfind(jctx *c, const char *h, size_t hn, const char *nd, size_t nn) {
+    if (nn == 0) return h;
+    if (nn > hn) return NULL;
+    jwork(c, hn);
+    return memmem(h, hn, nd, nn);
+}
+
+/* Last occurrence: Knuth-Morris-Pratt over the reversed strings (linear;
+ * the failure table lives in the arena). */
+const char *jrfind(jctx *c, const char *h, size_t hn, const char *nd, size_t nn) {
+    if (nn > hn) return NULL;
+    if (nn == 0) return h + hn;
+    jwork(c, hn + nn);
+    if (nn == 1) {
+        for (size_t i = hn; i-- > 0;)
+            if (h[i] == nd[0]) return h + i;
+        return NULL;
+    }
+    if (nn > SIZE_MAX / sizeof(size_t)) jfail(c, NULL, TL_ERR_NOMEM, "rfind: needle too large");
+    size_t *fail = jc_alloc(c, nn * sizeof(size_t));
+#define RN(i) nd[nn - 1 - (i)] /* the reversed needle */
+    fail[0] = 0;
+    for (size_t i = 1, k = 0; i < nn; i++) {
+        while (k && RN(i) != RN(k)) k = fail[k - 1];
+        if (RN(i) == RN(k)) k++;
+        fail[i] = k;
+    }
+    for (size_t j = 0, k = 0; j < hn; j++) {
+        char t = h[hn - 1 - j];
+        while (k && t != RN(k)) k = fail[k - 1];
+        if (t == RN(k)) k++;
+        if (k == nn) return h + (hn - 1 - j); /* the match starts where the reversed scan ended */
+    }
+#undef RN
+    return NULL;
+}
+
+bool jparse_i64(const char *s, size_t n, int64_t *out) {
+    size_t i = 0;
+    bool neg = n > 0 && s[0] == '-';
+    if (neg) i++;
+    if (i >= n) return false;
+    uint64_t v = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (lim - d) / 10) return false;
+        v = v * 10 + d;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return true;
 }
 
 /* ---- buffers -------------------------------------------------------------- */
@@ -551,17 +793,26 @@ static void write_str_repr(jbuf *b, const jstr *s) {
     jbuf_put(b, &q, 1);
 }
 
-static void write_seq(jbuf *b, jv v, void (*item)(jbuf *, jv)) {
+static void write_str_d(jbuf *b, jv v, int depth);
+
+static void write_repr_d(jbuf *b, jv v, int depth) {
+    if (v.k == JV_STR) write_str_repr(b, v.u.s);
+    else if (v.k == JV_UNDEF) jbuf_puts(b, "Undefined");
+    else write_str_d(b, v, depth);
+}
+
+static void write_seq(jbuf *b, jv v, int depth) {
     if (v.k == JV_LIST && v.u.l->lazy == JL_GEN) {
         jbuf_puts(b, "<generator object>");
         return;
     }
+    if (depth >= JINJA_MAX_VALUE_DEPTH) too_deep(b->c, "printed");
     if (v.k == JV_LIST && v.u.l->lazy) {
         jbuf_puts(b, jv_kind_name(v));
         jbuf_puts(b, "([");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jbuf_puts(b, ", ");
-            item(b, v.u.l->v[i]);
+            write_repr_d(b, v.u.l->v[i], depth + 1);
         }
         jbuf_puts(b, "])");
         return;
@@ -571,7 +822,7 @@ static void write_seq(jbuf *b, jv v, void (*item)(jbuf *, jv)) {
         jbuf_puts(b, l->tuple ? "(" : "[");
         for (size_t i = 0; i < l->n; i++) {
             if (i) jbuf_puts(b, ", ");
-            item(b, l->v[i]);
+            write_repr_d(b, l->v[i], depth + 1);
         }
         if (l->tuple && l->n == 1) jbuf_puts(b, ",");
         jbuf_puts(b, l->tuple ? ")" : "]");
@@ -581,22 +832,19 @@ static void write_seq(jbuf *b, jv v, void (*item)(jbuf *, jv)) {
         jbuf_puts(b, "{");
         for (size_t i = 0; i < d->n; i++) {
             if (i) jbuf_puts(b, ", ");
-            item(b, d->keys[i]);
+            write_repr_d(b, d->keys[i], depth + 1);
             jbuf_puts(b, ": ");
-            item(b, d->vals[i]);
+            write_repr_d(b, d->vals[i], depth + 1);
         }
         jbuf_puts(b, "}");
         if (d->ns) jbuf_puts(b, ">");
     }
 }
 
-void jv_write_repr(jbuf *b, jv v) {
-    if (v.k == JV_STR) write_str_repr(b, v.u.s);
-    else if (v.k == JV_UNDEF) jbuf_puts(b, "Undefined");
-    else jv_write_str(b, v);
-}
+void jv_write_repr(jbuf *b, jv v) { write_repr_d(b, v, 0); }
+void jv_write_str(jbuf *b, jv v) { write_str_d(b, v, 0); }
 
-void jv_write_str(jbuf *b, jv v) {
+static void write_str_d(jbuf *b, jv v, int depth) {
     char tmp[64];
     switch (v.k) {
     case JV_UNDEF: return;
@@ -612,7 +860,7 @@ void jv_write_str(jbuf *b, jv v) {
         return;
     case JV_STR: jbuf_put(b, v.u.s->s, v.u.s->len); return;
     case JV_LIST:
-    case JV_DICT: write_seq(b, v, jv_write_repr); return;
+    case JV_DICT: write_seq(b, v, depth); return;
     case JV_MACRO:
         jbuf_puts(b, "<Macro '");
         jbuf_puts(b, v.u.m->name);
@@ -681,17 +929,16 @@ static void json_write_string(jbuf *b, const char *s, size_t n, bool ascii) {
 }
 
 static void json_newline(jbuf *b, const jjson_opts *o, int level) {
+    static const char sp[] = "                                                                "; /* 64 */
     jbuf_puts(b, "\n");
-    for (int i = 0; i < o->indent * level; i++) jbuf_puts(b, " ");
+    for (int i = 0; i < level; i++) jbuf_put(b, sp, (size_t)o->indent < sizeof sp - 1 ? (size_t)o->indent : sizeof sp - 1);
 }
-
-static int json_key_cmp(jctx *c, jv a, jv b) { return jv_compare(c, a, b); }
 
 void jv_write_json(jbuf *b, jv v, const jjson_opts *o, int level) {
     const char *isep = o->item_sep ? o->item_sep : (o->indent >= 0 ? "," : ", ");
     const char *ksep = o->key_sep ? o->key_sep : ": ";
     char tmp[64];
-    if (level > 200) jfail(b->c, NULL, TL_ERR_INVALID, "tojson: nesting too deep");
+    if (level >= JINJA_MAX_VALUE_DEPTH && (v.k == JV_LIST || v.k == JV_DICT)) too_deep(b->c, "tojson:");
     switch (v.k) {
     case JV_NONE: jbuf_puts(b, "null"); return;
     case JV_BOOL: jbuf_puts(b, v.u.b ? "true" : "false"); return;
@@ -732,18 +979,18 @@ void jv_write_json(jbuf *b, jv v, const jjson_opts *o, int level) {
             jbuf_puts(b, "{}");
             return;
         }
-        size_t *ord = jc_alloc(b->c, d->n * sizeof(size_t));
-        for (size_t i = 0; i < d->n; i++) ord[i] = i;
-        if (o->sort_keys) /* insertion sort: dicts in templates are small */
-            for (size_t i = 1; i < d->n; i++)
-                for (size_t j = i; j > 0 && json_key_cmp(b->c, d->keys[ord[j - 1]], d->keys[ord[j]]) > 0; j--) {
-                    size_t t = ord[j];
-                    ord[j] = ord[j - 1];
-                    ord[j - 1] = t;
-                }
+        /* key order: insertion, or sorted (the values follow as payloads) */
+        jv *keys = d->keys, *vals = d->vals;
+        if (o->sort_keys) {
+            keys = jc_alloc(b->c, d->n * sizeof(jv));
+            vals = jc_alloc(b->c, d->n * sizeof(jv));
+            memcpy(keys, d->keys, d->n * sizeof(jv));
+            memcpy(vals, d->vals, d->n * sizeof(jv));
+            jsort(b->c, vals, keys, d->n, false);
+        }
         jbuf_puts(b, "{");
         for (size_t i = 0; i < d->n; i++) {
-            jv k = d->keys[ord[i]];
+            jv k = keys[i];
             if (i) jbuf_puts(b, isep);
             if (o->indent >= 0) json_newline(b, o, level + 1);
             if (k.k == JV_STR) json_write_string(b, k.u.s->s, k.u.s->len, o->ensure_ascii);
@@ -757,7 +1004,7 @@ void jv_write_json(jbuf *b, jv v, const jjson_opts *o, int level) {
                 jfail(b->c, NULL, TL_ERR_INVALID, "tojson: keys must be str, int, float, bool or None, not %s",
                       jv_kind_name(k));
             jbuf_puts(b, ksep);
-            jv_write_json(b, d->vals[ord[i]], o, level + 1);
+            jv_write_json(b, vals[i], o, level + 1);
         }
         if (o->indent >= 0) json_newline(b, o, level);
         jbuf_puts(b, "}");
