@@ -9,7 +9,7 @@
  * top-level rope_theta + rope_scaling, and transformers 5's rope_parameters
  * (for Gemma 3 possibly one entry per layer type, of which the
  * full-attention one is what the GGUF keys describe).
- * Owns: nothing. Calls: cJSON, base/status. */
+ * Owns: nothing. Calls: cJSON, base/status, text/tokenizer (TOK_MAX_VOCAB). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "convert/cvt_internal.h"
+#include "text/tokenizer.h" /* TOK_MAX_VOCAB */
 
 bool cvt_file_exists(const char *path) {
     struct stat sb;
@@ -173,7 +174,7 @@ tl_status cvt_config_parse(const cJSON *cfg, const char *path, cvt_hparams *hp) 
         (s = cfg_int(cfg, path, "intermediate_size", -1, 1, 1 << 24, &hp->n_ff)) ||
         (s = cfg_int(cfg, path, "num_attention_heads", -1, 1, 1 << 16, &hp->n_head)) ||
         (s = cfg_int(cfg, path, "num_key_value_heads", hp->n_head, 1, 1 << 16, &hp->n_head_kv)) ||
-        (s = cfg_int(cfg, path, "vocab_size", -1, 1, 1 << 26, &hp->n_vocab)) ||
+        (s = cfg_int(cfg, path, "vocab_size", -1, 1, TOK_MAX_VOCAB, &hp->n_vocab)) ||
         (s = cfg_int(cfg, path, "max_position_embeddings", 0, 0, big, &hp->n_ctx)) ||
         (s = cfg_int(cfg, path, "sliding_window", 0, 0, big, &hp->sliding_window)))
         return s;

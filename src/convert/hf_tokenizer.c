@@ -339,24 +339,28 @@ tl_status cvt_tokenizer_write(gguf_writer *w, const char *dir, const cJSON *conf
     const char *pre = "default";
     if (byte_level && (s = pre_name(j, tpath, &pre))) goto done;
     /* size: largest id + 1, padded to config.json's vocab_size */
-    int64_t maxid = -1;
+    int64_t maxid = -1, n_stated = 0;
     const cJSON *added = jget(j, "added_tokens");
     cJSON_ArrayForEach(x, vocab) {
-        if (!is_id(x, (int64_t)1 << 26)) {
-            s = tl_err(TL_ERR_FORMAT, "convert: %s: vocab entry '%.64s' has a bad id", tpath, x->string);
+        if (!is_id(x, TOK_MAX_VOCAB)) {
+            s = tl_err(TL_ERR_FORMAT, "convert: %s: vocab entry '%.64s' has a bad id (0..%d, TOK_MAX_VOCAB)", tpath,
+                       x->string, TOK_MAX_VOCAB - 1);
             goto done;
         }
         if ((int64_t)x->valuedouble > maxid) maxid = (int64_t)x->valuedouble;
+        n_stated++;
     }
     cJSON_ArrayForEach(x, added) {
-        if (!is_id(jget(x, "id"), (int64_t)1 << 26) || !jstr(x, "content")) {
-            s = tl_err(TL_ERR_FORMAT, "convert: %s: an added token has a bad id or no content", tpath);
+        if (!is_id(jget(x, "id"), TOK_MAX_VOCAB) || !jstr(x, "content")) {
+            s = tl_err(TL_ERR_FORMAT, "convert: %s: an added token has a bad id (0..%d, TOK_MAX_VOCAB) or no content",
+                       tpath, TOK_MAX_VOCAB - 1);
             goto done;
         }
         int64_t id = (int64_t)jget(x, "id")->valuedouble;
         /* added tokens past config.json's vocab_size have no embedding row:
          * llama.cpp drops them (Gemma 3's <image_soft_token>) */
         if (n_vocab_cfg > 0 && id >= n_vocab_cfg) continue;
+        n_stated++;
         if (id > maxid) maxid = id;
     }
     n = maxid + 1;
@@ -370,6 +374,13 @@ tl_status cvt_tokenizer_write(gguf_writer *w, const char *dir, const cJSON *conf
         goto done;
     }
     if (n_vocab_cfg > n) n = n_vocab_cfg;
+    /* padding and holes are allowed, but memory must follow the input */
+    if (!tok_ids_dense(n, n_stated)) {
+        s = tl_err(TL_ERR_FORMAT, "convert: %s: %lld token slots (largest id or config.json's vocab_size) for %lld "
+                                  "tokens: more than half would be padding (tok_ids_dense)",
+                   tpath, (long long)n, (long long)n_stated);
+        goto done;
+    }
     tokens = calloc((size_t)n, sizeof *tokens);
     types = calloc((size_t)n, sizeof *types);
     scores = calloc((size_t)n, sizeof *scores);

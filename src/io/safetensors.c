@@ -25,6 +25,7 @@ struct st_file {
     size_t size;
     st_tensor *t;
     int n, cap;
+    st_tensor **by_name; /* [n] sorted by name (st_find) */
     st_kv *meta;
     int n_meta, cap_meta;
 };
@@ -90,12 +91,17 @@ static int hexv(char c) {
     return -1;
 }
 
-/* Parse a string into a malloc'd NUL-terminated buffer. */
-static tl_status jstr(jp *p, char **out) {
+/* Parse a string into a NUL-terminated buffer of its raw length (escapes
+ * only shrink), found first so a header of many strings never reserves more
+ * than its own size: small[cap] when it fits, else malloc'd (free it when
+ * *out != small). */
+static tl_status jstr_in(jp *p, char *small, size_t cap, char **out) {
     *out = NULL;
     if (!jeat(p, '"')) return jerr(p, "expected a string");
-    size_t start = p->i;
-    char *o = malloc(p->n - start + 1);
+    size_t start = p->i, end = start;
+    while (end < p->n && p->s[end] != '"') end += p->s[end] == '\\' ? 2 : 1;
+    if (end >= p->n) return jerr(p, "unterminated string");
+    char *o = end - start < cap ? small : malloc(end - start + 1);
     if (!o) return tl_err(TL_ERR_NOMEM, "safetensors: out of memory");
     size_t k = 0;
     while (p->i < p->n) {
@@ -148,9 +154,11 @@ static tl_status jstr(jp *p, char **out) {
         }
     }
 bad:
-    free(o);
+    if (o != small) free(o);
     return jerr(p, "bad or unterminated string");
 }
+
+static tl_status jstr(jp *p, char **out) { return jstr_in(p, NULL, 0, out); }
 
 static tl_status jint(jp *p, int64_t *out) {
     jws(p);
@@ -181,25 +189,31 @@ static tl_status jint_array(jp *p, int64_t *vals, int max, int *n) {
 static tl_status parse_tensor(jp *p, st_tensor *t) {
     if (!jeat(p, '{')) return jerr(p, "expected a tensor object");
     bool has_dt = false, has_sh = false, has_off = false;
+    char dup[16] = "";
     int64_t off[2] = {0, 0};
     if (!jeat(p, '}'))
         for (;;) {
-            char *k;
-            tl_status s = jstr(p, &k);
+            char *k, kb[16];
+            tl_status s = jstr_in(p, kb, sizeof kb, &k);
             if (s != TL_OK) return s;
             if (!jeat(p, ':')) {
-                free(k);
+                if (k != kb) free(k);
                 return jerr(p, "expected ':'");
             }
-            if (!strcmp(k, "dtype")) {
-                char *v;
-                s = jstr(p, &v);
+            if ((!strcmp(k, "dtype") && has_dt) || (!strcmp(k, "shape") && has_sh) ||
+                (!strcmp(k, "data_offsets") && has_off))
+                snprintf(dup, sizeof dup, "%s", k);
+            if (*dup) {
+                s = tl_err(TL_ERR_FORMAT, "safetensors: tensor '%s' gives '%s' twice", t->name, dup);
+            } else if (!strcmp(k, "dtype")) {
+                char *v, vb[16];
+                s = jstr_in(p, vb, sizeof vb, &v);
                 if (s == TL_OK) {
                     if (strlen(v) >= sizeof t->dtype || !st_dtype_size(v))
                         s = tl_err(TL_ERR_FORMAT, "safetensors: tensor '%s': unknown dtype '%s'", t->name, v);
                     else
                         strcpy(t->dtype, v);
-                    free(v);
+                    if (v != vb) free(v);
                 }
                 has_dt = true;
             } else if (!strcmp(k, "shape")) {
@@ -213,7 +227,7 @@ static tl_status parse_tensor(jp *p, st_tensor *t) {
             } else {
                 s = jerr(p, "unknown tensor field");
             }
-            free(k);
+            if (k != kb) free(k);
             if (s != TL_OK) return s;
             if (jeat(p, '}')) break;
             if (!jeat(p, ',')) return jerr(p, "expected ',' or '}'");
@@ -272,6 +286,31 @@ static int cmp_off(const void *a, const void *b) {
     return u < v ? -1 : u > v;
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+}
+
+static int cmp_kv(const void *a, const void *b) {
+    return strcmp(((const st_kv *)a)->key, ((const st_kv *)b)->key);
+}
+
+/* The sorted name index st_find searches, and metadata sorted for st_meta;
+ * a tensor name or metadata key given twice is refused. */
+static tl_status index_names(st_file *f) {
+    f->by_name = malloc((f->n > 0 ? (size_t)f->n : 1) * sizeof *f->by_name);
+    if (!f->by_name) return tl_err(TL_ERR_NOMEM, "safetensors: out of memory");
+    for (int i = 0; i < f->n; i++) f->by_name[i] = &f->t[i];
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name);
+    for (int i = 1; i < f->n; i++)
+        if (!strcmp(f->by_name[i]->name, f->by_name[i - 1]->name))
+            return tl_err(TL_ERR_FORMAT, "safetensors: tensor '%s' is named twice in the header", f->by_name[i]->name);
+    if (f->n_meta) qsort(f->meta, (size_t)f->n_meta, sizeof *f->meta, cmp_kv);
+    for (int i = 1; i < f->n_meta; i++)
+        if (!strcmp(f->meta[i].key, f->meta[i - 1].key))
+            return tl_err(TL_ERR_FORMAT, "safetensors: __metadata__ key '%s' is given twice", f->meta[i].key);
+    return TL_OK;
+}
+
 void st_close(st_file *f) {
     if (!f) return;
     for (int i = 0; i < f->n; i++) free(f->t[i].name);
@@ -279,6 +318,7 @@ void st_close(st_file *f) {
         free(f->meta[i].key);
         free(f->meta[i].val);
     }
+    free(f->by_name);
     free(f->t);
     free(f->meta);
     free(f->owned);
@@ -295,12 +335,16 @@ tl_status st_open_memory(const void *buf, size_t size, st_file **out) {
     if (hl > size - 8)
         return tl_err(TL_ERR_FORMAT, "safetensors: header length %llu runs past end of file (%zu bytes)",
                       (unsigned long long)hl, size);
+    if (hl > ST_MAX_HEADER)
+        return tl_err(TL_ERR_FORMAT, "safetensors: header length %llu is over ST_MAX_HEADER (%d bytes)",
+                      (unsigned long long)hl, ST_MAX_HEADER);
     st_file *f = calloc(1, sizeof *f);
     if (!f) return tl_err(TL_ERR_NOMEM, "safetensors: out of memory");
     f->buf = b;
     f->size = size;
     jp p = {(const char *)b + 8, (size_t)hl, 0};
     tl_status s = TL_OK;
+    bool seen_meta = false;
     if (!jeat(&p, '{')) {
         s = jerr(&p, "expected '{'");
         goto fail;
@@ -317,8 +361,15 @@ tl_status st_open_memory(const void *buf, size_t size, st_file **out) {
             }
             if (!strcmp(k, "__metadata__")) {
                 free(k);
-                s = parse_meta(&p, f);
+                s = seen_meta ? tl_err(TL_ERR_FORMAT, "safetensors: header has two __metadata__ objects")
+                              : parse_meta(&p, f);
+                seen_meta = true;
             } else {
+                if (f->n == INT32_MAX / 2) {
+                    free(k);
+                    s = tl_err(TL_ERR_FORMAT, "safetensors: too many tensors");
+                    goto fail;
+                }
                 if (f->n == f->cap) {
                     int cap = f->cap ? f->cap * 2 : 64;
                     st_tensor *t = realloc(f->t, (size_t)cap * sizeof *t);
@@ -373,6 +424,7 @@ tl_status st_open_memory(const void *buf, size_t size, st_file **out) {
         end = o + ord[i]->nbytes;
     }
     free(ord);
+    if ((s = index_names(f)) != TL_OK) goto fail;
     for (int i = 0; i < f->n; i++) f->t[i].data = b + 8 + hl + (size_t)(uintptr_t)f->t[i].data;
     *out = f;
     return TL_OK;
@@ -443,14 +495,24 @@ int st_n_tensors(const st_file *f) { return f->n; }
 const st_tensor *st_tensor_at(const st_file *f, int i) { return i >= 0 && i < f->n ? &f->t[i] : NULL; }
 
 const st_tensor *st_find(const st_file *f, const char *name) {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->t[i].name, name)) return &f->t[i];
+    int lo = 0, hi = f->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->by_name[mid]->name, name);
+        if (!c) return f->by_name[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 
 const char *st_meta(const st_file *f, const char *key) {
-    for (int i = 0; i < f->n_meta; i++)
-        if (!strcmp(f->meta[i].key, key)) return f->meta[i].val;
+    int lo = 0, hi = f->n_meta;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->meta[mid].key, key);
+        if (!c) return f->meta[mid].val;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 

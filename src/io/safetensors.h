@@ -6,8 +6,11 @@
  * The reader loads the file, parses the header with a small JSON parser and
  * validates everything before use: header length within the file, known
  * dtypes, shapes whose byte size equals the offsets' span, offsets inside the
- * data section and not overlapping. Errors name the tensor and the offending
- * value. st_open_mmap maps the file read-only instead of reading it, so a
+ * data section and not overlapping, no tensor name, metadata key or tensor
+ * field given twice, and the header no larger than ST_MAX_HEADER (the
+ * reference implementation's limit). Every string is copied into exactly its
+ * own length, so memory follows the header's size. Errors name the tensor
+ * and the offending value. st_open_mmap maps the file read-only instead of reading it, so a
  * converter can stream many gigabytes of weights without holding them in
  * memory. Owns: the file bytes (or mapping) and the parsed index.
  * Calls: base/status, POSIX mmap. */
@@ -20,6 +23,7 @@
 #include "base/status.h"
 
 #define ST_MAX_DIMS 8
+#define ST_MAX_HEADER 100000000 /* bytes of JSON header */
 
 typedef struct st_tensor {
     char *name;
@@ -41,7 +45,7 @@ tl_status st_open_memory(const void *buf, size_t size, st_file **out);
 void st_close(st_file *f);
 int st_n_tensors(const st_file *f);
 const st_tensor *st_tensor_at(const st_file *f, int i);
-const st_tensor *st_find(const st_file *f, const char *name); /* NULL if absent */
+const st_tensor *st_find(const st_file *f, const char *name); /* NULL if absent; O(log n) */
 const char *st_meta(const st_file *f, const char *key);       /* NULL if absent */
 size_t st_dtype_size(const char *dtype);                      /* 0 if unknown */
 

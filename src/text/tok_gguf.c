@@ -79,9 +79,13 @@ static tl_status tok_gguf_score_merges(tok_vocab *v, const float *scores) {
         if (e->attr != TOK_ATTR_NORMAL && e->attr != TOK_ATTR_USER && e->attr != TOK_ATTR_UNUSED) continue;
         const char *s = v->arena + e->text_off;
         const unsigned char *u = (const unsigned char *)s;
+        /* the prefixes' hashes grow byte by byte: a token costs O(its length)
+         * lookups, not O(length^2) hashing */
+        uint32_t hp = TOK_HASH_INIT;
         for (uint32_t k = 1; k < e->text_len; k++) {
+            hp = tok_hash_step(hp, u[k - 1]);
             if ((u[k] & 0xC0) == 0x80) continue; /* split at character boundaries */
-            int32_t a = tok_strmap_get(&v->bpe_map, s, k);
+            int32_t a = tok_strmap_get_h(&v->bpe_map, s, k, tok_hash_final(hp));
             if (a < 0) continue;
             int32_t b = tok_strmap_get(&v->bpe_map, s + k, e->text_len - k);
             if (b < 0) continue;
@@ -123,9 +127,9 @@ tl_status tok_load_gguf(const gguf_file *f, tok_vocab **out) {
     st = tok_gguf_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING, -1, &toks);
     if (st == TL_ERR_NOT_FOUND) return tl_err(st, "tokenizer: GGUF has no tokenizer.ggml.tokens");
     if (st) return st;
-    if (toks->arr_n == 0 || toks->arr_n > (1u << 26))
-        return tl_err(TL_ERR_FORMAT, "tokenizer: tokenizer.ggml.tokens has %llu entries",
-                      (unsigned long long)toks->arr_n);
+    if (toks->arr_n == 0 || toks->arr_n > TOK_MAX_VOCAB)
+        return tl_err(TL_ERR_FORMAT, "tokenizer: tokenizer.ggml.tokens has %llu entries (1..%d, TOK_MAX_VOCAB)",
+                      (unsigned long long)toks->arr_n, TOK_MAX_VOCAB);
     int32_t n = (int32_t)toks->arr_n;
     st = tok_gguf_arr(f, "tokenizer.ggml.token_type", GGUF_VT_INT32, n, &types);
     if (st && st != TL_ERR_NOT_FOUND) return st;
@@ -178,7 +182,9 @@ tl_status tok_load_gguf(const gguf_file *f, tok_vocab **out) {
     }
     if (!st) st = tok_vocab_index(v);
     if (!st && merges) {
-        if (merges->arr_n > (1u << 26)) st = tl_err(TL_ERR_FORMAT, "tokenizer: %llu merges", (unsigned long long)merges->arr_n);
+        if (merges->arr_n > TOK_MAX_MERGES)
+            st = tl_err(TL_ERR_FORMAT, "tokenizer: %llu merges (TOK_MAX_MERGES %d)", (unsigned long long)merges->arr_n,
+                        TOK_MAX_MERGES);
         for (uint64_t i = 0; i < merges->arr_n && !st; i++) {
             gguf_str s = gguf_arr_str(f, merges, i);
             /* "left right": the separator is the first space after the

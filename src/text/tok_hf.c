@@ -309,16 +309,25 @@ static tl_status tok_hf_build(const cJSON *j, const cJSON *cfg, tok_vocab **out)
     /* size: the largest id in vocab or added_tokens */
     const cJSON *added = tok_get(j, "added_tokens"), *x;
     double maxid = -1;
+    int64_t n_stated = 0;
     cJSON_ArrayForEach(x, vocab) {
-        if (!tok_is_int(x, 0, (1 << 26) - 1)) return tl_err(TL_ERR_FORMAT, "tokenizer.json: vocab entry '%.64s' has a bad id", x->string);
+        if (!tok_is_int(x, 0, TOK_MAX_VOCAB - 1))
+            return tl_err(TL_ERR_FORMAT, "tokenizer.json: vocab entry '%.64s' has a bad id (0..%d, TOK_MAX_VOCAB)",
+                          x->string, TOK_MAX_VOCAB - 1);
         if (x->valuedouble > maxid) maxid = x->valuedouble;
+        n_stated++;
     }
     cJSON_ArrayForEach(x, added) {
         const cJSON *id = tok_get(x, "id");
-        if (!tok_is_int(id, 0, (1 << 26) - 1) || !tok_get_str(x, "content"))
-            return tl_err(TL_ERR_FORMAT, "tokenizer.json: an added token has a bad id or no content");
+        if (!tok_is_int(id, 0, TOK_MAX_VOCAB - 1) || !tok_get_str(x, "content"))
+            return tl_err(TL_ERR_FORMAT, "tokenizer.json: an added token has a bad id (0..%d, TOK_MAX_VOCAB) or no content",
+                          TOK_MAX_VOCAB - 1);
         if (id->valuedouble > maxid) maxid = id->valuedouble;
+        n_stated++;
     }
+    if (!tok_ids_dense((int64_t)maxid + 1, n_stated))
+        return tl_err(TL_ERR_FORMAT, "tokenizer.json: ids up to %.0f for %lld tokens: more than half the ids would be "
+                                     "unused (tok_ids_dense)", maxid, (long long)n_stated);
     bool byte_level = tok_json_has_type(tok_get(j, "pre_tokenizer"), "ByteLevel") ||
                       tok_json_has_type(tok_get(j, "decoder"), "ByteLevel");
     tok_vocab *v;

@@ -54,6 +54,18 @@ void tok_strmap_free(tok_strmap *m);
 /* Insert; if the key exists its value is kept (first wins) unless replace. */
 tl_status tok_strmap_put(tok_strmap *m, const char *k, size_t len, int32_t val, bool replace);
 int32_t tok_strmap_get(const tok_strmap *m, const char *k, size_t len); /* -1 if absent */
+/* The map's hash (FNV-1a, then a mix so the low bits spread), in steps so
+ * every prefix of one key can be looked up in O(1) each. */
+#define TOK_HASH_INIT 2166136261u
+static inline uint32_t tok_hash_step(uint32_t h, unsigned char b) { return (h ^ b) * 16777619u; }
+static inline uint32_t tok_hash_final(uint32_t h) {
+    h ^= h >> 15;
+    h *= 0x2c1b3c6dU;
+    h ^= h >> 12;
+    return h;
+}
+/* Lookup with the key's tok_hash_final hash already known. */
+int32_t tok_strmap_get_h(const tok_strmap *m, const char *k, size_t len, uint32_t h);
 
 /* --- (u64 key) -> (rank, id) map ----------------------------------------- */
 /* One 16-byte entry per slot so a probe touches one cache line: the merge

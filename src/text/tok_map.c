@@ -8,16 +8,9 @@
 #include "text/tok_internal.h"
 
 static uint32_t tok_hash_bytes(const char *k, size_t len) {
-    /* FNV-1a, then a final mix so the low bits (the slot) spread well. */
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)k[i];
-        h *= 16777619u;
-    }
-    h ^= h >> 15;
-    h *= 0x2c1b3c6dU;
-    h ^= h >> 12;
-    return h;
+    uint32_t h = TOK_HASH_INIT;
+    for (size_t i = 0; i < len; i++) h = tok_hash_step(h, (unsigned char)k[i]);
+    return tok_hash_final(h);
 }
 
 static uint32_t tok_cap_for(uint32_t expect) {
@@ -76,7 +69,7 @@ tl_status tok_strmap_put(tok_strmap *m, const char *k, size_t len, int32_t val, 
         }
         i = (i + 1) & mask;
     }
-    if (m->arena_len + len > m->arena_cap) {
+    if (!m->arena || m->arena_len + len > m->arena_cap) { /* allocated even for "" keys: no NULL + 0 */
         size_t nc = m->arena_cap ? m->arena_cap : 4096;
         while (nc < m->arena_len + len) nc *= 2;
         if (nc > UINT32_MAX) return tl_err(TL_ERR_FORMAT, "tokenizer: vocabulary text over 4 GiB");
@@ -96,8 +89,12 @@ tl_status tok_strmap_put(tok_strmap *m, const char *k, size_t len, int32_t val, 
 }
 
 int32_t tok_strmap_get(const tok_strmap *m, const char *k, size_t len) {
+    return tok_strmap_get_h(m, k, len, tok_hash_bytes(k, len));
+}
+
+int32_t tok_strmap_get_h(const tok_strmap *m, const char *k, size_t len, uint32_t h) {
     if (!m->cap) return -1;
-    uint32_t h = tok_hash_bytes(k, len), mask = m->cap - 1, i = h & mask;
+    uint32_t mask = m->cap - 1, i = h & mask;
     while (m->ent[i].val >= 0) {
         if (m->ent[i].hash == h && m->ent[i].len == len && !memcmp(m->arena + m->ent[i].off, k, len))
             return m->ent[i].val;

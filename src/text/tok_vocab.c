@@ -49,8 +49,9 @@ int tok_cp_to_byte(uint32_t cp) {
 
 tl_status tok_vocab_alloc(tok_kind kind, int32_t n, tok_vocab **out) {
     *out = NULL;
-    if (n <= 0 || n > (1 << 26))
-        return tl_err(TL_ERR_FORMAT, "tokenizer: vocabulary size %d out of range", (int)n);
+    if (n <= 0 || n > TOK_MAX_VOCAB)
+        return tl_err(TL_ERR_FORMAT, "tokenizer: vocabulary size %d out of range (1..%d, TOK_MAX_VOCAB)", (int)n,
+                      TOK_MAX_VOCAB);
     tok_vocab *v = calloc(1, sizeof *v);
     if (!v) return tl_err(TL_ERR_NOMEM, "tokenizer: out of memory");
     v->kind = kind;
@@ -69,7 +70,7 @@ tl_status tok_vocab_alloc(tok_kind kind, int32_t n, tok_vocab **out) {
 }
 
 static tl_status tok_arena_add(tok_vocab *v, const char *s, size_t len, uint32_t *off) {
-    if (v->arena_len + len > v->arena_cap) {
+    if (!v->arena || v->arena_len + len > v->arena_cap) { /* allocated even for "": no NULL + 0 later */
         size_t nc = v->arena_cap ? v->arena_cap : 1 << 16;
         while (nc < v->arena_len + len) nc *= 2;
         if (nc > UINT32_MAX) return tl_err(TL_ERR_FORMAT, "tokenizer: vocabulary text over 4 GiB");
@@ -117,7 +118,9 @@ static long tok_unmap_byte_level(const char *t, size_t len, char *out) {
 
 tl_status tok_vocab_set(tok_vocab *v, int32_t i, const char *text, size_t len, uint8_t attr) {
     if (i < 0 || i >= v->n) return tl_err(TL_ERR_FORMAT, "tokenizer: token id %d out of range", (int)i);
-    if (len > (1u << 20)) return tl_err(TL_ERR_FORMAT, "tokenizer: token %d is %zu bytes long", (int)i, len);
+    if (len > TOK_MAX_TOKEN_BYTES)
+        return tl_err(TL_ERR_FORMAT, "tokenizer: token %d is %zu bytes long (TOK_MAX_TOKEN_BYTES %d)", (int)i, len,
+                      TOK_MAX_TOKEN_BYTES);
     tok_entry *e = &v->tok[i];
     e->attr = attr;
     tl_status st = tok_arena_add(v, text, len, &e->text_off);

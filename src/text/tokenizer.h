@@ -21,6 +21,17 @@
 
 typedef struct tok_vocab tok_vocab;
 
+/* Documented caps on what a vocabulary file may ask for (a file asking for
+ * more is TL_ERR_FORMAT naming the cap). The largest real vocabularies hold
+ * about 262k tokens of at most 256 bytes. Token ids must also be mostly
+ * dense: a vocabulary of n slots needs at least n/2 tokens that the input
+ * states, so memory follows the input's size, never a lone large id. */
+#define TOK_MAX_VOCAB (1 << 22)          /* token ids 0 .. TOK_MAX_VOCAB-1 */
+#define TOK_MAX_TOKEN_BYTES (1 << 16)    /* bytes of one token's text */
+#define TOK_MAX_MERGES (4 * TOK_MAX_VOCAB)
+/* The density rule: n_slots ids may be allocated for n_stated tokens. */
+static inline bool tok_ids_dense(int64_t n_slots, int64_t n_stated) { return n_slots <= 2 * n_stated; }
+
 /* GGUF tokenizer.ggml.* metadata: model "gpt2" (byte-level BPE, with
  * tokenizer.ggml.pre choosing the pre-tokenizer) or "llama" (SentencePiece
  * BPE from scores, byte fallback). The vocab copies what it needs: the
