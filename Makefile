@@ -32,4 +32,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-cuda-ci
+	rm -rf $(BUILD) $(ASAN_BUILD) build-cuda-ci build-fuzz

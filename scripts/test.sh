@@ -3,11 +3,14 @@
 #  1. release build (warnings are errors) + every ctest entry (C and Python)
 #  2. ASan+UBSan build + the C tests (parsers, kernels, ops) under sanitizers
 #  3. compile-only check of the CUDA backend when nvcc is present (no GPU needed)
+#  4. every libFuzzer harness (tests/fuzz) for a short fixed time under ASan+UBSan
+#     when clang is present; its own counts open the summary line
 set -u
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
-pass=0; fail=0
-summary() { echo "$pass passed, $fail failed"; }
+pass=0; fail=0; fuzz_note=""
+FUZZ_SECONDS=20 # per harness; 10 harnesses, $JOBS at a time
+summary() { echo "${fuzz_note}$pass passed, $fail failed"; }
 
 count_ctest() { # $1 = ctest log
     local p f
@@ -47,6 +50,23 @@ if command -v nvcc >/dev/null; then
     fi
 else
     echo "== CUDA compile check skipped: nvcc not found"
+fi
+
+if command -v clang >/dev/null; then
+    echo "== fuzz: libFuzzer + ASan/UBSan, $FUZZ_SECONDS s per harness"
+    if CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DTALLOW_FUZZ=ON -DTALLOW_WERROR=ON >/dev/null &&
+       cmake --build build-fuzz -j"$JOBS" --target fuzz >build-fuzz/build.log 2>&1; then
+        bash tests/fuzz/run.sh build-fuzz "$FUZZ_SECONDS" "$JOBS" | tee build-fuzz/fuzz.log
+        fp=$(sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' build-fuzz/fuzz.log)
+        ff=$(sed -n 's/^fuzz: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' build-fuzz/fuzz.log)
+        fp=${fp:-0}; ff=${ff:-1}
+        pass=$((pass + fp)); fail=$((fail + ff)); fuzz_note="fuzz: $fp passed, $ff failed; all: "
+    else
+        tail -40 build-fuzz/build.log; fail=$((fail + 1)); echo "fuzz build: FAILED"
+        fuzz_note="fuzz: build failed; all: "
+    fi
+else
+    echo "== fuzz skipped: clang not found (scripts/setup.sh installs it)"
 fi
 
 summary

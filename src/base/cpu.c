@@ -1,6 +1,9 @@
 #include "base/cpu.h"
 
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 bool tl_cpu_has_avx2_fma(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -8,7 +11,10 @@ bool tl_cpu_has_avx2_fma(void) {
     static int has = -1;
     if (has < 0) {
         __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        /* F16C from CPUID leaf 1 (clang's __builtin_cpu_supports lacks "f16c") */
+        unsigned a, b, c, d;
+        bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     }
     return has;
 #else
