@@ -129,6 +129,7 @@ typedef tl_status (*be_forward_fn)(void *arg, const be_step_dev *d);
 typedef struct be_model_desc {
     int32_t device;
     bool verbose;
+    const tl_cuda_tuning *cuda_tuning; /* the CUDA backend's settings (NULL: defaults) */
     uint64_t total_bytes; /* weight bytes to place (for progress) */
 } be_model_desc;
 

@@ -116,7 +116,10 @@ tl_status kv_truncate(kv_cache *kv, int32_t seq, int32_t len) {
         return tl_err(TL_ERR_INVALID, "kv cache: cannot truncate sequence %d of %d positions to %d", seq,
                       kv->len[seq], len);
     int32_t *tab = kv->table + (int64_t)seq * kv->table_stride;
-    for (int32_t i = kv_blocks_for(kv, len); i < kv_blocks_for(kv, kv->len[seq]); i++) {
+    /* released from the end, so the lowest freed block is handed out next:
+     * a context of one sequence keeps its blocks in order 0, 1, 2, ...
+     * (its page table is the identity, which a backend may rely on) */
+    for (int32_t i = kv_blocks_for(kv, kv->len[seq]) - 1; i >= kv_blocks_for(kv, len); i--) {
         kv_release(kv, tab[i]);
         tab[i] = 0;
     }
