@@ -50,10 +50,14 @@ typedef enum tl_backend_kind {
     TL_BACKEND_CUDA = 1
 } tl_backend_kind;
 
+/* Tuning of the CUDA backend's kernels (defined below, with its defaults). */
+typedef struct tl_cuda_tuning tl_cuda_tuning;
+
 typedef struct tl_model_params {
     tl_backend_kind backend; /* CPU by default */
     int32_t n_gpu_layers;    /* for CUDA: layers on the GPU (-1: all) */
     bool verbose;            /* print load progress to stderr */
+    const tl_cuda_tuning *cuda_tuning; /* NULL: tl_cuda_tuning_default() */
 } tl_model_params;
 
 typedef struct tl_model_info {
@@ -221,6 +225,8 @@ int32_t tl_session_pos(const tl_session *s);
 /* Forget everything at and after pos (pos <= current position). */
 tl_status tl_session_rewind(tl_session *s, int32_t pos);
 int32_t tl_session_n_ctx(const tl_session *s);
+/* The session's context (its one sequence is 0), e.g. for tl_context_kv_stats. */
+tl_context *tl_session_context(tl_session *s);
 
 /* ---- device figures (GPU backends) --------------------------------------- */
 
