@@ -35,7 +35,9 @@ typedef struct cvt_hparams {
     int64_t sliding_window; /* gemma3; 0 if absent */
 } cvt_hparams;
 
-/* Read and parse a JSON file; errors name the file (and byte offset). */
+/* Read and parse a JSON file of at most CVT_MAX_JSON_BYTES; errors name the
+ * file (and byte offset). cJSON bounds nesting (CJSON_NESTING_LIMIT, 1000). */
+#define CVT_MAX_JSON_BYTES (1L << 31)
 tl_status cvt_read_json(const char *path, cJSON **out);
 /* path = dir + "/" + name, malloc'd. NULL on overflow/out of memory. */
 char *cvt_path_join(const char *dir, const char *name);

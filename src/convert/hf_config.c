@@ -41,7 +41,11 @@ tl_status cvt_read_json(const char *path, cJSON **out) {
     if (!f) return tl_err(TL_ERR_NOT_FOUND, "convert: cannot open '%s'", path);
     long n = -1;
     if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-    if (n < 0 || n > (1L << 31) || fseek(f, 0, SEEK_SET) != 0) {
+    if (n > CVT_MAX_JSON_BYTES) {
+        fclose(f);
+        return tl_err(TL_ERR_FORMAT, "convert: '%s' is larger than CVT_MAX_JSON_BYTES (%ld)", path, CVT_MAX_JSON_BYTES);
+    }
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return tl_err(TL_ERR_IO, "convert: cannot size '%s'", path);
     }

@@ -33,9 +33,9 @@ static tl_status tok_read_file(const char *path, char **out, size_t *len) {
     }
     long n = ftell(f);
     rewind(f);
-    if (n > (1L << 30)) {
+    if (n > TOK_MAX_FILE_BYTES) {
         fclose(f);
-        return tl_err(TL_ERR_FORMAT, "tokenizer: '%s' is larger than 1 GiB", path);
+        return tl_err(TL_ERR_FORMAT, "tokenizer: '%s' is larger than 1 GiB (TOK_MAX_FILE_BYTES)", path);
     }
     char *b = malloc((size_t)n + 1);
     if (!b) {
