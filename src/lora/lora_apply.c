@@ -1,0 +1,190 @@
+/* lora/lora_apply: the low-rank term on the CPU, for a batch whose rows may
+ * each use a different adapter set.
+ *
+ * A forward builds one plan: the distinct (adapter, scale) pairs of its
+ * rows, each with the list of rows using it. At every linear point each
+ * group then runs two small products over its gathered rows:
+ *   shrink  tmp[i][r] = A[r] . x[rows[i]]            [n_rows x rank]
+ *   expand  y[rows[i]][o] += s * B[o] . tmp[i]        [n_rows x n_out]
+ * so the base product stays one pass over the whole batch and adapters
+ * add only their own work. Both are split over the thread pool when the
+ * work is large enough to pay for the fork (decode of one row is not).
+ * Owns: the plan's scratch. Calls: base/threadpool. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm/model.h"
+#include "lora/lora.h"
+
+tl_status lora_set_make(lora_set *s, const tl_model *m, const tl_lora_use *u, int32_t n) {
+    if (n < 0 || n > LORA_SET_MAX)
+        return tl_err(TL_ERR_INVALID, "lora: %d adapters in one set (at most %d)", n, LORA_SET_MAX);
+    if (n && !u) return tl_err(TL_ERR_INVALID, "lora: adapter list is NULL");
+    for (int32_t i = 0; i < n; i++) {
+        if (!u[i].lora) return tl_err(TL_ERR_INVALID, "lora: adapter %d of the set is NULL", i);
+        if (!isfinite(u[i].scale)) return tl_err(TL_ERR_INVALID, "lora: adapter %d has a non-finite scale", i);
+        if (u[i].lora->n_layer != m->hp.n_layer || strcmp(u[i].lora->arch, llm_arch_name(m->arch)))
+            return tl_err(TL_ERR_INVALID, "lora: adapter '%s' was loaded for another model (%s, %d layers)",
+                          u[i].lora->name, u[i].lora->arch, u[i].lora->n_layer);
+    }
+    s->n = n;
+    for (int32_t i = 0; i < n; i++) s->u[i] = u[i];
+    return TL_OK;
+}
+
+void lora_plan_init(lora_plan *p, tl_threadpool *tp) {
+    memset(p, 0, sizeof *p);
+    p->tp = tp;
+}
+
+void lora_plan_free(lora_plan *p) {
+    free(p->rows);
+    free(p->tmp);
+    lora_plan_init(p, p->tp);
+}
+
+tl_status lora_plan_reserve(lora_plan *p, int32_t cap_tokens, int32_t cap_rank) {
+    if (cap_tokens <= p->cap_tokens && cap_rank <= p->cap_rank) return TL_OK;
+    if (cap_tokens < p->cap_tokens) cap_tokens = p->cap_tokens;
+    if (cap_rank < p->cap_rank) cap_rank = p->cap_rank;
+    if (cap_tokens < 1 || cap_rank < 1 || cap_tokens > (1 << 24) || cap_rank > 65536)
+        return tl_err(TL_ERR_INVALID, "lora: plan for %d rows of rank %d", cap_tokens, cap_rank);
+    int32_t *rows = malloc((size_t)cap_tokens * LORA_SET_MAX * sizeof *rows);
+    float *tmp = malloc((size_t)cap_tokens * (size_t)cap_rank * sizeof *tmp);
+    if (!rows || !tmp) {
+        free(rows);
+        free(tmp);
+        return tl_err(TL_ERR_NOMEM, "lora: out of memory for a plan of %d rows, rank %d", cap_tokens, cap_rank);
+    }
+    free(p->rows);
+    free(p->tmp);
+    p->rows = rows;
+    p->tmp = tmp;
+    p->cap_tokens = cap_tokens;
+    p->cap_rank = cap_rank;
+    return TL_OK;
+}
+
+static int find_group(lora_plan *p, const tl_lora_use *u) {
+    for (int g = 0; g < p->n_groups; g++)
+        if (p->g[g].lora == u->lora && p->g[g].scale == u->scale) return g;
+    return -1;
+}
+
+tl_status lora_plan_build(lora_plan *p, int32_t n_rows, const lora_set *const *sets) {
+    const int gmax = (int)(sizeof p->g / sizeof p->g[0]);
+    p->n_groups = 0;
+    if (!sets) return TL_OK;
+    for (int32_t i = 0; i < n_rows; i++) {
+        const lora_set *s = sets[i];
+        for (int32_t k = 0; s && k < s->n; k++) {
+            int g = find_group(p, &s->u[k]);
+            if (g < 0) {
+                if (p->n_groups == gmax) {
+                    p->n_groups = 0;
+                    return tl_err(TL_ERR_INVALID, "lora: a batch uses more than %d distinct adapters", gmax);
+                }
+                if (s->u[k].lora->rank_max > p->cap_rank || n_rows > p->cap_tokens) {
+                    p->n_groups = 0;
+                    return tl_err(TL_ERR_INVALID, "lora: plan holds %d rows of rank %d; the batch needs %d of rank %d",
+                                  p->cap_tokens, p->cap_rank, n_rows, s->u[k].lora->rank_max);
+                }
+                g = p->n_groups++;
+                p->g[g] = (lora_group){.lora = s->u[k].lora, .scale = s->u[k].scale, .n_rows = 0, .rows = NULL};
+            }
+            p->g[g].n_rows++;
+        }
+    }
+    int32_t off = 0; /* each group's rows are contiguous in p->rows */
+    for (int g = 0; g < p->n_groups; g++) {
+        p->g[g].rows = p->rows + off;
+        off += p->g[g].n_rows;
+        p->g[g].n_rows = 0;
+    }
+    for (int32_t i = 0; i < n_rows; i++) {
+        const lora_set *s = sets[i];
+        for (int32_t k = 0; s && k < s->n; k++) {
+            lora_group *g = &p->g[find_group(p, &s->u[k])];
+            g->rows[g->n_rows++] = i;
+        }
+    }
+    return TL_OK;
+}
+
+typedef struct lora_job {
+    const lora_weight *lw;
+    const lora_group *g;
+    float s;
+    const float *x;
+    int64_t ldx;
+    float *y;
+    int64_t ldy;
+    float *tmp;
+} lora_job;
+
+/* tmp[i][r] = A[r] . x[rows[i]], (i, r) pairs split over threads */
+static void shrink(void *arg, int ith, int nth) {
+    const lora_job *j = arg;
+    const int32_t rank = j->lw->rank;
+    const int64_t n_in = j->lw->n_in, n = (int64_t)j->g->n_rows * rank;
+    for (int64_t q = n * ith / nth; q < n * (ith + 1) / nth; q++) {
+        int64_t i = q / rank, r = q % rank;
+        const float *a = j->lw->a + r * n_in, *x = j->x + (int64_t)j->g->rows[i] * j->ldx;
+        float acc = 0;
+        for (int64_t k = 0; k < n_in; k++) acc += a[k] * x[k];
+        j->tmp[q] = acc;
+    }
+}
+
+/* y[rows[i]][o] += s * B[o] . tmp[i], outputs o split over threads */
+static void expand(void *arg, int ith, int nth) {
+    const lora_job *j = arg;
+    const int32_t rank = j->lw->rank;
+    const int64_t n_out = j->lw->n_out;
+    for (int64_t o = n_out * ith / nth; o < n_out * (ith + 1) / nth; o++) {
+        const float *b = j->lw->b + o * rank;
+        for (int32_t i = 0; i < j->g->n_rows; i++) {
+            const float *t = j->tmp + (int64_t)i * rank;
+            float acc = 0;
+            for (int32_t r = 0; r < rank; r++) acc += b[r] * t[r];
+            j->y[(int64_t)j->g->rows[i] * j->ldy + o] += j->s * acc;
+        }
+    }
+}
+
+void lora_plan_apply(lora_plan *p, int layer, lora_wid w, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    for (int gi = 0; gi < p->n_groups; gi++) {
+        const lora_group *g = &p->g[gi];
+        if (layer >= g->lora->n_layer) continue;
+        const lora_weight *lw = lora_get(g->lora, layer, w);
+        if (!lw->rank || !g->n_rows || g->scale == 0.0f) continue;
+        lora_job j = {lw, g, g->scale * lw->scale, x, ldx, y, ldy, p->tmp};
+        /* forking costs a few microseconds: worth it from ~1M multiply-adds */
+        double work = (double)g->n_rows * lw->rank * (double)(lw->n_in + lw->n_out);
+        if (p->tp && work >= 1e6) {
+            tl_threadpool_run(p->tp, shrink, &j);
+            tl_threadpool_run(p->tp, expand, &j);
+        } else {
+            shrink(&j, 0, 1);
+            expand(&j, 0, 1);
+        }
+    }
+}
+
+void lora_ref_apply(const lora_weight *lw, float s, const int32_t *rows, int32_t n_rows, const float *x,
+                    int64_t ldx, float *y, int64_t ldy, float *tmp) {
+    for (int32_t i = 0; i < n_rows; i++) {
+        const float *xr = x + (int64_t)rows[i] * ldx;
+        for (int32_t r = 0; r < lw->rank; r++) {
+            double acc = 0;
+            for (int64_t k = 0; k < lw->n_in; k++) acc += (double)lw->a[r * lw->n_in + k] * xr[k];
+            tmp[(int64_t)i * lw->rank + r] = (float)acc;
+        }
+        for (int64_t o = 0; o < lw->n_out; o++) {
+            double acc = 0;
+            for (int32_t r = 0; r < lw->rank; r++) acc += (double)lw->b[o * lw->rank + r] * tmp[(int64_t)i * lw->rank + r];
+            y[(int64_t)rows[i] * ldy + o] += (float)(s * acc);
+        }
+    }
+}
