@@ -21,5 +21,6 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_lora(int argc, char **argv);
+int cmd_finetune(int argc, char **argv);
 
 #endif
