@@ -221,6 +221,8 @@ int32_t tl_session_pos(const tl_session *s);
 /* Forget everything at and after pos (pos <= current position). */
 tl_status tl_session_rewind(tl_session *s, int32_t pos);
 int32_t tl_session_n_ctx(const tl_session *s);
+/* The session's context (its one sequence is 0), e.g. for tl_context_kv_stats. */
+tl_context *tl_session_context(tl_session *s);
 
 /* ---- LoRA adapters -------------------------------------------------------
  *

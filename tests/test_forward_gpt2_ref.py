@@ -62,14 +62,15 @@ except RuntimeError as e:
     check("learned positions" in str(e), f"40 tokens on a 32-position gpt2 are refused: {e}")
 m.close()
 
-# the CUDA backend has no gpt2: loading for it must fail with a clear message (built with or without CUDA)
+# --device cuda: a build without the CUDA backend says so; with it (on the GPU
+# machine, tests/gpu) gpt2 runs there like every architecture
 BIN = os.environ.get("TALLOW_BIN")
 if BIN and os.path.exists(BIN):
     import subprocess
     r = subprocess.run([BIN, "run", "--device", "cuda", "-m", gg, "-p", "the", "-n", "2"], capture_output=True,
                        text=True)
-    check(r.returncode != 0 and "not supported on CUDA" in r.stderr,
-          f"--device cuda refuses gpt2: {r.stderr.strip()[-200:]}")
+    if "not built" in r.stderr:
+        check(r.returncode != 0, f"--device cuda without the backend fails clearly: {r.stderr.strip()[-200:]}")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -78,49 +78,83 @@ static void test_matmul(tl_threadpool *tp, tl_type type, int64_t k, int64_t n, i
 }
 
 /* window > 0: a query at position p sees keys at p - window < i <= p (gemma3's
- * sliding window, the reference engine's mask); 0: all keys up to p */
+ * sliding window, the reference engine's mask); 0: all keys up to p.
+ * The cache is paged: each of two sequences holds its positions in blocks of
+ * bs scattered over the pool in a shuffled order, and the batch interleaves
+ * the two sequences' tokens; the reference reads the same values from plain
+ * position-major arrays. */
 static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
                            int64_t hd, int64_t window) {
-    const int64_t n_kv = pos0 + m, kvd = n_head_kv * hd;
-    float *q = malloc(sizeof(float) * (size_t)(m * n_head * hd));
-    uint16_t *kc = malloc(2 * (size_t)(n_kv * kvd)), *vc = malloc(2 * (size_t)(n_kv * kvd));
-    for (int64_t i = 0; i < m * n_head * hd; i++) q[i] = frand();
-    for (int64_t i = 0; i < n_kv * kvd; i++) kc[i] = tl_fp32_to_fp16(frand()), vc[i] = tl_fp32_to_fp16(frand());
-    float *out = malloc(sizeof(float) * (size_t)(m * n_head * hd));
+    const int64_t n_kv = pos0 + m, kvd = n_head_kv * hd, bs = 16, nseq = 2;
+    const int64_t nblk = (n_kv + bs - 1) / bs, pool = nseq * nblk;
+    float *q = malloc(sizeof(float) * (size_t)(nseq * m * n_head * hd));
+    /* reference K/V per sequence, position-major */
+    uint16_t *kc = malloc(2 * (size_t)(nseq * n_kv * kvd)), *vc = malloc(2 * (size_t)(nseq * n_kv * kvd));
+    for (int64_t i = 0; i < nseq * m * n_head * hd; i++) q[i] = frand();
+    for (int64_t i = 0; i < nseq * n_kv * kvd; i++) kc[i] = tl_fp32_to_fp16(frand()), vc[i] = tl_fp32_to_fp16(frand());
+    /* pool [block][K rows | V rows], blocks handed out in a shuffled order */
+    uint16_t *kvp = calloc((size_t)(pool * 2 * bs * kvd), 2);
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)pool), *table = malloc(sizeof(int32_t) * (size_t)pool);
+    for (int64_t i = 0; i < pool; i++) perm[i] = (int32_t)i;
+    for (int64_t i = pool - 1; i > 0; i--) {
+        int64_t j = (int64_t)((frand() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int64_t s = 0; s < nseq; s++)
+        for (int64_t b = 0; b < nblk; b++) table[s * nblk + b] = perm[s * nblk + b];
+    for (int64_t s = 0; s < nseq; s++)
+        for (int64_t p = 0; p < n_kv; p++) {
+            uint16_t *blk = kvp + (size_t)table[s * nblk + p / bs] * (size_t)(2 * bs * kvd);
+            memcpy(blk + (p % bs) * kvd, kc + (s * n_kv + p) * kvd, (size_t)kvd * 2);
+            memcpy(blk + (bs + p % bs) * kvd, vc + (s * n_kv + p) * kvd, (size_t)kvd * 2);
+        }
+    /* batch rows: token j of sequence s at row 2 j + s */
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)(nseq * m)), *seq = malloc(sizeof(int32_t) * (size_t)(nseq * m));
+    for (int64_t j = 0; j < m; j++)
+        for (int64_t s = 0; s < nseq; s++) pos[2 * j + s] = (int32_t)(pos0 + j), seq[2 * j + s] = (int32_t)s;
+    float *out = malloc(sizeof(float) * (size_t)(nseq * m * n_head * hd));
     ops_ctx c;
     ops_ctx_init(&c, tp, 1, 16, n_kv);
     const float scale = 1.0f / sqrtf((float)hd);
-    ops_attention_window(&c, q, kc, vc, m, pos0, n_head, n_head_kv, hd, scale, window, out);
+    ops_attn_args a = {.q = q, .q_stride = n_head * hd, .m = nseq * m, .pos = pos, .seq = seq,
+                       .kv = {.k = kvp, .v = kvp + bs * kvd, .block_stride = 2 * bs * kvd, .row = kvd,
+                              .block_shift = 4, .table = table, .table_stride = nblk},
+                       .n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd, .window = window, .scale = scale,
+                       .out = out};
+    CHECK(ops_attention_paged(&c, &a) == TL_OK, "attention: %s", tl_last_error());
     double max_err = 0;
-    double *s = malloc(sizeof(double) * (size_t)n_kv);
-    for (int64_t j = 0; j < m; j++)
+    double *sc = malloc(sizeof(double) * (size_t)n_kv);
+    for (int64_t row = 0; row < nseq * m; row++)
         for (int64_t h = 0; h < n_head; h++) {
+            const int64_t s = seq[row], j = row / 2;
+            const uint16_t *ks = kc + s * n_kv * kvd, *vs = vc + s * n_kv * kvd;
             int64_t hk = h / (n_head / n_head_kv), len = pos0 + j + 1;
             int64_t t0 = window > 0 && len > window ? len - window : 0;
             double mx = -INFINITY, sum = 0;
-            for (int64_t t = 0; t < t0; t++) s[t] = 0; /* outside the window: no weight */
             for (int64_t t = t0; t < len; t++) {
                 double d = 0;
                 for (int64_t i = 0; i < hd; i++)
-                    d += (double)tl_fp16_to_fp32(tl_fp32_to_fp16(q[(j * n_head + h) * hd + i])) *
-                         tl_fp16_to_fp32(kc[t * kvd + hk * hd + i]);
-                s[t] = d * scale;
-                if (s[t] > mx) mx = s[t];
+                    d += (double)tl_fp16_to_fp32(tl_fp32_to_fp16(q[(row * n_head + h) * hd + i])) *
+                         tl_fp16_to_fp32(ks[t * kvd + hk * hd + i]);
+                sc[t] = d * scale;
+                if (sc[t] > mx) mx = sc[t];
             }
-            for (int64_t t = t0; t < len; t++) sum += (s[t] = exp(s[t] - mx));
+            for (int64_t t = t0; t < len; t++) sum += (sc[t] = exp(sc[t] - mx));
             for (int64_t i = 0; i < hd; i++) {
                 double o = 0;
                 for (int64_t t = t0; t < len; t++)
-                    o += (double)tl_fp16_to_fp32(tl_fp32_to_fp16((float)(s[t] / sum))) *
-                         tl_fp16_to_fp32(vc[t * kvd + hk * hd + i]);
-                double e = fabs(o - out[(j * n_head + h) * hd + i]);
+                    o += (double)tl_fp16_to_fp32(tl_fp32_to_fp16((float)(sc[t] / sum))) *
+                         tl_fp16_to_fp32(vs[t * kvd + hk * hd + i]);
+                double e = fabs(o - out[(row * n_head + h) * hd + i]);
                 if (!(e <= max_err)) max_err = isnan(e) ? INFINITY : e;
             }
         }
-    CHECK(max_err < 1e-5, "attention m=%lld pos0=%lld heads %lld/%lld hd=%lld window %lld: max err %g", (long long)m,
-          (long long)pos0, (long long)n_head, (long long)n_head_kv, (long long)hd, (long long)window, max_err);
+    CHECK(max_err < 1e-5, "paged attention m=%lld pos0=%lld heads %lld/%lld hd=%lld window %lld: max err %g",
+          (long long)m, (long long)pos0, (long long)n_head, (long long)n_head_kv, (long long)hd, (long long)window,
+          max_err);
     ops_ctx_free(&c);
-    free(q), free(kc), free(vc), free(out), free(s);
+    free(q), free(kc), free(vc), free(kvp), free(perm), free(table), free(pos), free(seq), free(out), free(sc);
 }
 
 typedef struct { int *hits; int n; } tp_arg;

@@ -9,13 +9,13 @@
  *   logits = layernorm(x).Wout
  * No RoPE: positions enter only through pos_embd, so a context longer than
  * context_length (the table's rows) is refused.
- * Owns nothing (tensors are views into the model's mapping). Calls: ops, io/gguf. */
+ * Owns nothing (tensors are views into the model's mapping). Calls: backend, io/gguf. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "llm/session.h"
+#include "llm/context.h"
 
 tl_status llm_gpt2_load_hparams(tl_model *m, const char *arch) {
     char key[128];
@@ -98,60 +98,40 @@ tl_status llm_gpt2_load_tensors(tl_model *m) {
     return TL_OK;
 }
 
-tl_status llm_forward_gpt2(tl_session *s, const int32_t *tokens, int32_t m, float *logits_all) {
-    const tl_model *md = s->model;
+/* The gpt2 forward over one step (the contract of llm_forward). */
+tl_status llm_forward_gpt2(llm_run *r, const be_step_dev *d) {
+    const tl_model *md = r->model;
     const llm_hparams *hp = &md->hp;
-    llm_acts *a = &s->a;
-    ops_ctx *c = &s->ops;
-    const int64_t e = hp->n_embd, hd = hp->head_dim;
-    const int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
-    const int64_t pos0 = s->n_past;
+    const be_ops *be = r->be;
+    llm_acts *a = r->a;
+    const int64_t m = r->m, e = hp->n_embd, hd = hp->head_dim;
+    const int64_t qkvd = ((int64_t)hp->n_head + 2 * (int64_t)hp->n_head_kv) * hd;
     const float eps = hp->norm_eps;
     tl_status st;
-
-    if (m < 1 || m > s->n_batch) return tl_err(TL_ERR_INVALID, "forward: %d tokens (1..%d per call)", m, s->n_batch);
-    if (pos0 + m > s->n_ctx)
-        return tl_err(TL_ERR_INVALID, "forward: context full (%lld + %d tokens > n_ctx %d)", (long long)pos0, m,
-                      s->n_ctx);
-    if (pos0 + m > hp->n_ctx_train)
-        return tl_err(TL_ERR_INVALID, "forward: gpt2 position %lld is past its %d learned positions",
-                      (long long)(pos0 + m - 1), hp->n_ctx_train);
-    for (int32_t j = 0; j < m; j++) a->pos[j] = (int32_t)(pos0 + j);
-
-    if ((st = ops_get_rows(&md->tok_embd, tokens, m, a->x))) return st;
-    if ((st = ops_get_rows(&md->pos_embd, a->pos, m, a->xn))) return st;
-    ops_add(a->x, a->xn, m * e);
-
+    if ((st = be->get_rows(r->bc, md->pl.emb, d->token, m, a->x))) return st;
+    if ((st = be->get_rows(r->bc, md->pl.pos, d->pos, m, a->tmp))) return st;
+    if ((st = be->add(r->bc, a->x, a->tmp, m * e))) return st;
     for (int il = 0; il < hp->n_layer; il++) {
-        const llm_layer *L = &md->layers[il];
-        ops_layernorm(a->x, L->attn_norm.data, L->attn_norm_b.data, e, m, eps, a->xn);
-        const tl_tensor *wqkv[3] = {&L->wq, &L->wk, &L->wv};
-        float *yqkv[3] = {a->q, a->k, a->v};
-        if ((st = ops_matmul_multi(c, wqkv, 3, a->xn, m, yqkv))) return st;
-        ops_add_bias(a->q, L->bq.data, qd, m);
-        ops_add_bias(a->k, L->bk.data, kvd, m);
-        ops_add_bias(a->v, L->bv.data, kvd, m);
-        uint16_t *kc = llm_kcache(s, il), *vc = llm_vcache(s, il);
-        ops_store_f16(kc + pos0 * kvd, a->k, m * kvd);
-        ops_store_f16(vc + pos0 * kvd, a->v, m * kvd);
-        ops_attention(c, a->q, kc, vc, m, pos0, hp->n_head, hp->n_head_kv, hd, hp->att_scale, a->att);
-        if ((st = ops_matmul(c, &L->wo, a->att, m, a->xn))) return st;
-        ops_add_bias(a->xn, L->bo.data, e, m);
-        ops_add(a->x, a->xn, m * e);
-
-        ops_layernorm(a->x, L->ffn_norm.data, L->ffn_norm_b.data, e, m, eps, a->xn);
-        if ((st = ops_matmul(c, &L->w_up, a->xn, m, a->g))) return st;
-        ops_add_bias(a->g, L->b_up.data, hp->n_ff, m);
-        ops_gelu(a->g, m * hp->n_ff);
-        if ((st = ops_matmul(c, &L->w_down, a->g, m, a->xn))) return st;
-        ops_add_bias(a->xn, L->b_down.data, e, m);
-        ops_add(a->x, a->xn, m * e);
+        const llm_placed_layer *P = &md->pl.layers[il];
+        const be_qkv_epi epi = {.layer = il, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = (int32_t)hd};
+        if ((st = llm_linear(r, &(be_linear){.w = P->qkv, .layer = il, .wid = LLM_W_QKV, .x = a->x, .m = m,
+                                             .y = a->qkv, .in_norm = {BE_NORM_LAYER, P->attn_norm, P->attn_norm_b, eps},
+                                             .bias = P->bqkv, .qkv = &epi})))
+            return st;
+        if ((st = be->attention(r->bc, &(be_attn){.layer = il, .q = a->qkv, .q_stride = qkvd, .m = m,
+                                                  .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+                                                  .head_dim = (int32_t)hd, .scale = hp->att_scale, .out = a->att})))
+            return st;
+        if ((st = llm_linear(r, &(be_linear){.w = P->wo, .layer = il, .wid = LLM_W_O, .x = a->att, .m = m, .y = a->x,
+                                             .mode = BE_ACCUM, .bias = P->bo})))
+            return st;
+        if ((st = llm_linear(r, &(be_linear){.w = P->up, .layer = il, .wid = LLM_W_UP, .x = a->x, .m = m, .y = a->g,
+                                             .in_norm = {BE_NORM_LAYER, P->ffn_norm, P->ffn_norm_b, eps},
+                                             .bias = P->b_up, .act = BE_ACT_GELU})))
+            return st;
+        if ((st = llm_linear(r, &(be_linear){.w = P->down, .layer = il, .wid = LLM_W_DOWN, .x = a->g, .m = m,
+                                             .y = a->x, .mode = BE_ACCUM, .bias = P->b_down})))
+            return st;
     }
-
-    const int64_t rows = logits_all ? m : 1;
-    const float *xin = logits_all ? a->x : a->x + (int64_t)(m - 1) * e;
-    ops_layernorm(xin, md->output_norm.data, md->output_norm_b.data, e, rows, eps, a->xn);
-    if ((st = ops_matmul(c, &md->output, a->xn, rows, logits_all ? logits_all : a->logits))) return st;
-    s->n_past += m;
-    return TL_OK;
+    return llm_head(r, d, &(be_norm){BE_NORM_LAYER, md->pl.out_norm, md->pl.out_norm_b, eps});
 }

@@ -1,99 +1,94 @@
-/* llm/forward: the llama-family forward pass on the CPU backend, written as
- * a plain sequence of op calls over preallocated buffers:
+/* llm/forward: the model's forward over one step, for every backend, as a
+ * plain sequence of backend ops over the context's activations:
  *   x = embed(tokens)
- *   per layer: h = rmsnorm(x); q,k,v = h.W (+bias) [qwen3: per-head rmsnorm];
+ *   per layer: q,k,v = rmsnorm(x).Wqkv (+bias) [qwen3: per-head rmsnorm];
  *              rope(q,k); cache k,v; x += attention(q).Wo
- *              h = rmsnorm(x); x += (silu(h.Wg) * h.Wu).Wd
- *   logits = rmsnorm(x).Wout
+ *              x += act(rmsnorm(x).Wgate) * rmsnorm(x).Wup).Wdown
+ *   logits = rmsnorm(x).Wout for the rows whose outputs are kept
  * gemma3 differs by flags: x = embed(tokens) * sqrt(n_embd); the attention
  * and FFN outputs are rmsnormed (post-norms) before their residual adds;
  * gelu instead of silu; sliding-window layers use their own RoPE base and
  * attend to the last n_swa positions only. gpt2 (LayerNorm, learned
- * positions, no RoPE, GELU MLP) has its own pass in llm/arch_gpt2.c.
- * Owns nothing. Calls: ops. */
+ * positions, no RoPE, GELU MLP) is llm/arch_gpt2.c.
+ * Each linear names the norm its output is read through next, so a backend
+ * may prepare that input in its epilogue.
+ * Owns nothing. Calls: backend (through llm_linear for every weight). */
 #include <math.h>
-#include <string.h>
 
-#include "llm/session.h"
+#include "llm/context.h"
 
-tl_status llm_forward(tl_session *s, const int32_t *tokens, int32_t m, float *logits_all) {
-    const tl_model *md = s->model;
+tl_status llm_forward_gpt2(llm_run *r, const be_step_dev *d);
+
+#define FW_TRY(x)                    \
+    do {                             \
+        tl_status s_ = (x);          \
+        if (s_) return s_;           \
+    } while (0)
+
+static tl_status fw_layer(llm_run *r, int il, const be_rope *rope, const be_rope *rope_swa) {
+    const tl_model *md = r->model;
     const llm_hparams *hp = &md->hp;
-    llm_acts *a = &s->a;
-    ops_ctx *c = &s->ops;
-    const int64_t e = hp->n_embd, hd = hp->head_dim;
-    const int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
-    const int64_t pos0 = s->n_past;
-    tl_status st;
+    const llm_placed_layer *P = &md->pl.layers[il];
+    llm_acts *a = r->a;
+    const int64_t m = r->m, hd = hp->head_dim, qd = (int64_t)hp->n_head * hd;
+    const int64_t qkvd = qd + 2 * (int64_t)hp->n_head_kv * hd;
+    const float eps = hp->norm_eps;
+    const bool swa = llm_layer_is_swa(hp, il);
+    const be_qkv_epi epi = {.layer = il, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = (int32_t)hd,
+                            .q_norm = P->q_norm, .k_norm = P->k_norm, .eps = eps, .rope = swa ? rope_swa : rope};
+    FW_TRY(llm_linear(r, &(be_linear){.w = P->qkv, .layer = il, .wid = LLM_W_QKV, .x = a->x, .m = m, .y = a->qkv,
+                                      .in_norm = {BE_NORM_RMS, P->attn_norm, NULL, eps}, .bias = P->bqkv,
+                                      .qkv = &epi}));
+    FW_TRY(r->be->attention(r->bc, &(be_attn){.layer = il, .q = a->qkv, .q_stride = qkvd, .m = m,
+                                             .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = (int32_t)hd,
+                                             .window = swa ? hp->n_swa : 0, .scale = hp->att_scale, .out = a->att}));
+    FW_TRY(llm_linear(r, &(be_linear){.w = P->wo, .layer = il, .wid = LLM_W_O, .x = a->att, .m = m, .y = a->x,
+                                      .mode = BE_ACCUM, .post_norm = P->attn_post_norm, .post_eps = eps,
+                                      .next_norm = P->ffn_norm, .next_eps = eps}));
+    FW_TRY(llm_linear(r, &(be_linear){.w = P->gu, .layer = il, .wid = LLM_W_GATE_UP, .x = a->x, .m = m, .y = a->g,
+                                      .in_norm = {BE_NORM_RMS, P->ffn_norm, NULL, eps},
+                                      .act = hp->ffn_gelu ? BE_ACT_GELU_GLU : BE_ACT_SILU_GLU}));
+    const float *next = il + 1 < hp->n_layer ? md->pl.layers[il + 1].attn_norm : md->pl.out_norm;
+    FW_TRY(llm_linear(r, &(be_linear){.w = P->down, .layer = il, .wid = LLM_W_DOWN, .x = a->g, .m = m, .y = a->x,
+                                      .mode = BE_ACCUM, .post_norm = P->ffn_post_norm, .post_eps = eps,
+                                      .next_norm = next, .next_eps = eps}));
+    return TL_OK;
+}
 
-    if (md->arch == LLM_ARCH_GPT2) return llm_forward_gpt2(s, tokens, m, logits_all); /* llm/arch_gpt2.c */
-    if (m < 1 || m > s->n_batch) return tl_err(TL_ERR_INVALID, "forward: %d tokens (1..%d per call)", m, s->n_batch);
-    if (pos0 + m > s->n_ctx)
-        return tl_err(TL_ERR_INVALID, "forward: context full (%lld + %d tokens > n_ctx %d)", (long long)pos0, m,
-                      s->n_ctx);
-    for (int32_t j = 0; j < m; j++) a->pos[j] = (int32_t)(pos0 + j);
+tl_status llm_forward(void *arg, const be_step_dev *d) {
+    llm_run *r = arg;
+    const tl_model *md = r->model;
+    const llm_hparams *hp = &md->hp;
+    if (md->arch == LLM_ARCH_GPT2) return llm_forward_gpt2(r, d);
+    llm_acts *a = r->a;
+    FW_TRY(r->be->get_rows(r->bc, md->pl.emb, d->token, r->m, a->x));
+    if (hp->embd_scale > 0.0f) FW_TRY(r->be->scale(r->bc, a->x, hp->embd_scale, (int64_t)r->m * hp->n_embd));
+    const be_rope rope = {.n_rot = hp->n_rot, .neox = hp->rope_type == LLM_ROPE_NEOX, .base = hp->rope_base,
+                          .scale = hp->rope_scale, .freq_div = md->pl.rope_freqs};
+    const be_rope rope_swa = {.n_rot = hp->n_rot, .neox = rope.neox, .base = hp->rope_base_swa, .scale = 1.0f};
+    for (int il = 0; il < hp->n_layer; il++) FW_TRY(fw_layer(r, il, &rope, &rope_swa));
+    return llm_head(r, d, &(be_norm){BE_NORM_RMS, md->pl.out_norm, NULL, hp->norm_eps});
+}
 
-    if ((st = ops_get_rows(&md->tok_embd, tokens, m, a->x))) return st;
-    if (hp->embd_scale > 0.0f) ops_scale(a->x, hp->embd_scale, m * e);
-
-    const ops_rope_params rope = {
-        .n_rot = hp->n_rot,
-        .neox = hp->rope_type == LLM_ROPE_NEOX,
-        .base = hp->rope_base,
-        .scale = hp->rope_scale,
-        .freq_factors = md->rope_freqs.data,
-    };
-    const ops_rope_params rope_swa = {
-        .n_rot = hp->n_rot, .neox = rope.neox, .base = hp->rope_base_swa, .scale = 1.0f, .freq_factors = NULL};
-
-    for (int il = 0; il < hp->n_layer; il++) {
-        const llm_layer *L = &md->layers[il];
-        ops_rmsnorm(a->x, L->attn_norm.data, e, m, hp->norm_eps, a->xn);
-        const tl_tensor *wqkv[3] = {&L->wq, &L->wk, &L->wv};
-        float *yqkv[3] = {a->q, a->k, a->v};
-        if ((st = ops_matmul_multi(c, wqkv, 3, a->xn, m, yqkv))) return st;
-        if (hp->qkv_bias) {
-            ops_add_bias(a->q, L->bq.data, qd, m);
-            ops_add_bias(a->k, L->bk.data, kvd, m);
-            ops_add_bias(a->v, L->bv.data, kvd, m);
+/* The kept rows (all of them, or gathered), normed and through the output
+ * weight in chunks of n_out_cap rows, each row's argmax alongside; every
+ * chunk but the last is read to the host before the next overwrites it. */
+tl_status llm_head(llm_run *r, const be_step_dev *d, const be_norm *nm) {
+    const tl_model *md = r->model;
+    llm_acts *a = r->a;
+    const int64_t e = md->hp.n_embd;
+    const int32_t cap = r->c->n_out_cap;
+    for (int32_t c0 = 0; c0 < r->n_out; c0 += cap) {
+        const int32_t n = r->n_out - c0 < cap ? r->n_out - c0 : cap;
+        const float *rows = a->x + (int64_t)c0 * e; /* every row kept: out_row is 0..m-1 */
+        if (r->n_out < r->m) {
+            FW_TRY(r->be->gather(r->bc, a->x, e, d->out_row + c0, n, a->xsel));
+            rows = a->xsel;
         }
-        if (hp->qk_norm) {
-            ops_rmsnorm(a->q, L->q_norm.data, hd, m * hp->n_head, hp->norm_eps, a->q);
-            ops_rmsnorm(a->k, L->k_norm.data, hd, m * hp->n_head_kv, hp->norm_eps, a->k);
-        }
-        const bool swa = llm_layer_is_swa(hp, il);
-        ops_rope(a->q, hd, hp->n_head, m, a->pos, swa ? &rope_swa : &rope);
-        ops_rope(a->k, hd, hp->n_head_kv, m, a->pos, swa ? &rope_swa : &rope);
-        uint16_t *kc = llm_kcache(s, il), *vc = llm_vcache(s, il);
-        ops_store_f16(kc + pos0 * kvd, a->k, m * kvd);
-        ops_store_f16(vc + pos0 * kvd, a->v, m * kvd);
-        ops_attention_window(c, a->q, kc, vc, m, pos0, hp->n_head, hp->n_head_kv, hd, hp->att_scale,
-                             swa ? hp->n_swa : 0, a->att);
-        if ((st = ops_matmul(c, &L->wo, a->att, m, a->xn))) return st;
-        if (hp->post_norms) ops_rmsnorm(a->xn, L->attn_post_norm.data, e, m, hp->norm_eps, a->xn);
-        ops_add(a->x, a->xn, m * e);
-
-        ops_rmsnorm(a->x, L->ffn_norm.data, e, m, hp->norm_eps, a->xn);
-        const tl_tensor *wgu[2] = {&L->w_gate, &L->w_up};
-        float *ygu[2] = {a->g, a->u};
-        if ((st = ops_matmul_multi(c, wgu, 2, a->xn, m, ygu))) return st;
-        if (hp->ffn_gelu)
-            ops_gelu_mul(a->g, a->u, m * hp->n_ff);
-        else
-            ops_silu_mul(a->g, a->u, m * hp->n_ff);
-        if ((st = ops_matmul(c, &L->w_down, a->g, m, a->xn))) return st;
-        if (hp->post_norms) ops_rmsnorm(a->xn, L->ffn_post_norm.data, e, m, hp->norm_eps, a->xn);
-        ops_add(a->x, a->xn, m * e);
+        if (a->embd) FW_TRY(r->be->norm(r->bc, rows, nm, e, n, a->embd));
+        FW_TRY(llm_linear(r, &(be_linear){.w = md->pl.out, .layer = -1, .wid = LLM_W_OUTPUT, .x = rows, .m = n,
+                                          .y = a->logits, .in_norm = *nm, .argmax = a->argmax}));
+        if (c0 + n < r->n_out) FW_TRY(llm_outputs_read(r->c, r->out_base + c0, n, false));
     }
-
-    if (logits_all) {
-        ops_rmsnorm(a->x, md->output_norm.data, e, m, hp->norm_eps, a->xn);
-        if ((st = ops_matmul(c, &md->output, a->xn, m, logits_all))) return st;
-    } else {
-        const float *last = a->x + (int64_t)(m - 1) * e;
-        ops_rmsnorm(last, md->output_norm.data, e, 1, hp->norm_eps, a->xn);
-        if ((st = ops_matmul(c, &md->output, a->xn, 1, a->logits))) return st;
-    }
-    s->n_past += m;
     return TL_OK;
 }

@@ -273,15 +273,7 @@ tl_status tl_model_load(const char *path, const tl_model_params *params, tl_mode
         memcpy(m->chat_template, tmpl.ptr, tmpl.len);
         m->chat_template[tmpl.len] = 0;
     }
-    if (m->params.backend != TL_BACKEND_CPU && (m->arch == LLM_ARCH_GEMMA3 || m->arch == LLM_ARCH_GPT2)) {
-        s = tl_err(TL_ERR_UNSUPPORTED, "model: %s is not supported on CUDA (it runs on the CPU backend only: --device cpu)",
-                   llm_arch_name(m->arch));
-        goto fail;
-    }
-    if (m->params.backend != TL_BACKEND_CPU) {
-        s = llm_backend_attach(m);
-        if (s) goto fail;
-    }
+    if ((s = llm_place(m))) goto fail;
     *out = m;
     return TL_OK;
 fail:
@@ -292,7 +284,7 @@ fail:
 
 void tl_model_free(tl_model *m) {
     if (!m) return;
-    llm_backend_detach(m);
+    llm_unplace(m);
     if (m->vocab) tok_free(m->vocab);
     free(m->layers);
     free(m->chat_template);

@@ -6,11 +6,14 @@
  * gemma3's embedding scale, post-norms, GELU FFN and sliding window);
  * gpt2 adds LayerNorm biases, linear biases and a position table (its
  * fused QKV is bound as row views into wq/wk/wv, bq/bk/bv).
- * Owns: the gguf mapping, the tokenizer, the layer array.
- * Calls: io/gguf, text/tokenizer, tensor. */
+ * Weights are placed once on the model's backend (llm/place.c): the
+ * forwards read only the placed handles (llm_placed), never the views.
+ * Owns: the gguf mapping, the tokenizer, the layer array, the backend's
+ * model state. Calls: io/gguf, text/tokenizer, tensor, backend. */
 #ifndef TL_LLM_MODEL_H
 #define TL_LLM_MODEL_H
 
+#include "backend/backend.h"
 #include "io/gguf.h"
 #include "tallow.h"
 #include "tensor/tensor.h"
@@ -83,6 +86,35 @@ typedef struct llm_layer {
     tl_tensor b_down;                  /* [n_embd] f32 */
 } llm_layer;
 
+/* Which weight a linear applies (with the layer: the linear point's identity,
+ * where adapters attach). Stacks cover several GGUF tensors. */
+typedef enum llm_wid {
+    LLM_W_QKV = 0,     /* attn_q | attn_k | attn_v (gpt2: attn_qkv) */
+    LLM_W_O = 1,       /* attn_output */
+    LLM_W_GATE_UP = 2, /* ffn_gate ; ffn_up */
+    LLM_W_UP = 3,      /* ffn_up alone (gpt2) */
+    LLM_W_DOWN = 4,    /* ffn_down */
+    LLM_W_OUTPUT = 5   /* output (layer -1) */
+} llm_wid;
+
+/* A layer's weights as placed on the backend (NULL: absent). */
+typedef struct llm_placed_layer {
+    be_weight *qkv;  /* [q | k | v] rows */
+    be_weight *wo;
+    be_weight *gu;   /* [gate; up] (llama family, gemma3) */
+    be_weight *up;   /* gpt2 */
+    be_weight *down;
+    const float *attn_norm, *attn_norm_b, *ffn_norm, *ffn_norm_b;
+    const float *bqkv, *bo, *b_up, *b_down;
+    const float *q_norm, *k_norm, *attn_post_norm, *ffn_post_norm;
+} llm_placed_layer;
+
+typedef struct llm_placed {
+    be_weight *emb, *out, *pos; /* out may be emb (tied); pos: gpt2 */
+    const float *out_norm, *out_norm_b, *rope_freqs;
+    llm_placed_layer *layers;   /* [n_layer] */
+} llm_placed;
+
 struct tl_model {
     gguf_file *gguf;
     tok_vocab *vocab;
@@ -101,7 +133,9 @@ struct tl_model {
     char ftype[16];
     uint64_t n_params;
     uint64_t n_bytes;
-    void *backend_ctx;     /* device copy of the weights (CUDA), else NULL */
+    const be_ops *be;      /* the backend the weights live on */
+    be_model *bm;
+    llm_placed pl;
 };
 
 const char *llm_arch_name(llm_arch a);
@@ -112,16 +146,12 @@ tl_status llm_bind_tensor(tl_model *m, tl_tensor *t, const char *name, int n_dim
                           bool required, bool need_dot);
 
 /* gpt2 (llm/arch_gpt2.c): hyper-parameters after the common keys (LayerNorm
- * epsilon), tensors (fused QKV split into row views), and the forward pass. */
+ * epsilon) and tensors (fused QKV split into row views). */
 tl_status llm_gpt2_load_hparams(tl_model *m, const char *arch);
 tl_status llm_gpt2_load_tensors(tl_model *m);
-/* Same contract as llm_forward (llm/session.h). */
-tl_status llm_forward_gpt2(tl_session *s, const int32_t *tokens, int32_t m, float *logits_all);
 
-/* Device backends (llm/backend.c): attach uploads the weights for
- * params.backend and sets backend_ctx; detach frees them. Attach fails with
- * TL_ERR_UNSUPPORTED when the backend was not compiled in. */
-tl_status llm_backend_attach(tl_model *m);
-void llm_backend_detach(tl_model *m);
+/* Place every weight on params.backend (llm/place.c); free them. */
+tl_status llm_place(tl_model *m);
+void llm_unplace(tl_model *m);
 
 #endif

@@ -37,6 +37,10 @@ tl_status ops_matmul(ops_ctx *c, const tl_tensor *w, const float *x, int64_t m, 
  * x and one parallel region. ys[i] is [m][N_i]. n_w in 1..3. */
 tl_status ops_matmul_multi(ops_ctx *c, const tl_tensor *const *ws, int n_w, const float *x,
                            int64_t m, float *const *ys);
+/* The same with output i's rows ldys[i] floats apart (0: N_i), so stacked
+ * outputs (a token's [q | k | v]) can interleave. */
+tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, const float *x, int64_t m,
+                              float *const *ys, const int64_t *ldys);
 
 /* out[i][:] = row ids[i] of table (any type) dequantized; table [n, rows]. */
 tl_status ops_get_rows(const tl_tensor *table, const int32_t *ids, int64_t m, float *out);
@@ -71,20 +75,31 @@ typedef struct ops_rope_params {
 void ops_rope(float *x, int64_t head_dim, int64_t n_heads, int64_t m, const int32_t *pos,
               const ops_rope_params *p);
 
-/* Causal attention of m query tokens at positions pos0..pos0+m-1 against a
- * KV cache holding positions 0..pos0+m-1 for this layer.
- * q   [m][n_head][head_dim]
- * k,v cache [n_ctx][n_head_kv][head_dim] f16 (uint16_t)
- * out [m][n_head][head_dim]
- * GQA: query head h reads KV head h / (n_head / n_head_kv). */
-void ops_attention(ops_ctx *c, const float *q, const uint16_t *kc, const uint16_t *vc,
-                   int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
-                   int64_t head_dim, float scale, float *out);
-/* The same with a sliding window: the query at position p sees only keys at
- * positions p - window < i <= p (window <= 0: all of 0..p, as above). */
-void ops_attention_window(ops_ctx *c, const float *q, const uint16_t *kc, const uint16_t *vc,
-                          int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
-                          int64_t head_dim, float scale, int64_t window, float *out);
+/* A layer's paged KV cache as the CPU backend lays it out: block b's K rows
+ * start at k + b * block_stride, row o of a block at + o * row (f16), V the
+ * same from v; sequence s's i-th block is table[s * table_stride + i]. */
+typedef struct ops_kv_view {
+    const uint16_t *k, *v;
+    int64_t block_stride, row;
+    int32_t block_shift;        /* log2 of positions per block */
+    const int32_t *table;
+    int64_t table_stride;
+} ops_kv_view;
+
+/* Causal attention of m tokens, token j at position pos[j] of sequence
+ * seq[j] seeing that sequence's keys pos[j] - window < i <= pos[j]
+ * (window <= 0: 0..pos[j]). GQA: query head h reads KV head h / (n_head /
+ * n_head_kv). q: token j's heads at q + j * q_stride; out [m][n_head][head_dim]. */
+typedef struct ops_attn_args {
+    const float *q;
+    int64_t q_stride, m;
+    const int32_t *pos, *seq;
+    ops_kv_view kv;
+    int64_t n_head, n_head_kv, head_dim, window;
+    float scale;
+    float *out;
+} ops_attn_args;
+tl_status ops_attention_paged(ops_ctx *c, const ops_attn_args *a);
 
 /* Store m rows of [n] floats as f16 into dst rows (row stride n). */
 void ops_store_f16(uint16_t *dst, const float *src, int64_t n);

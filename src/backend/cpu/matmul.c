@@ -19,6 +19,7 @@ typedef struct mm_task {
     int n_w;
     const tl_tensor *w[3];
     float *y[3];
+    int64_t ldy[3];       /* row strides of the outputs */
     const quant_kernels *qk[3];
     int64_t row_start[4]; /* prefix sums of output rows over the weights */
     const uint8_t *xq;    /* converted activations [m][xrow bytes] */
@@ -58,7 +59,7 @@ static void mm_rows_f16(const mm_task *t, int wi, int64_t r0, int64_t r1) {
     const tl_tensor *w = t->w[wi];
     const gemm_f16_1x4_fn g4 = gemm_get_f16_1x4();
     const gemm_f16_1x1_fn g1 = gemm_get_f16_1x1();
-    const int64_t n_out = w->ne[1], k = t->k;
+    const int64_t n_out = t->ldy[wi], k = t->k;
     const float *xs = (const float *)t->xq;
     float *y = t->y[wi];
     for (int64_t mb = 0; mb < t->m; mb += MM_TOK_BLOCK) {
@@ -88,7 +89,7 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
     }
     const tl_tensor *w = t->w[wi];
     const quant_vec_dot_fn dot = t->qk[wi]->vec_dot;
-    const int64_t n_out = w->ne[1];
+    const int64_t n_out = t->ldy[wi];
     const int64_t k = t->k;
     const uint8_t *wd = w->data;
     float *y = t->y[wi];
@@ -155,6 +156,12 @@ static tl_status mm_check(const tl_tensor *w, int64_t k, const quant_kernels **q
 
 tl_status ops_matmul_multi(ops_ctx *c, const tl_tensor *const *ws, int n_w, const float *x,
                            int64_t m, float *const *ys) {
+    int64_t ld[3] = {0, 0, 0};
+    return ops_matmul_multi_ld(c, ws, n_w, x, m, ys, ld);
+}
+
+tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, const float *x, int64_t m,
+                              float *const *ys, const int64_t *ldys) {
     if (n_w < 1 || n_w > 3) return tl_err(TL_ERR_INVALID, "ops_matmul_multi: %d weights", n_w);
     mm_task t;
     memset(&t, 0, sizeof t);
@@ -167,11 +174,12 @@ tl_status ops_matmul_multi(ops_ctx *c, const tl_tensor *const *ws, int n_w, cons
         if (t.qk[i]->vec_dot_type != t.qk[0]->vec_dot_type) {
             /* mixed activation formats: run them one by one */
             for (int j = 0; j < n_w; j++)
-                if ((s = ops_matmul_multi(c, &ws[j], 1, x, m, &ys[j]))) return s;
+                if ((s = ops_matmul_multi_ld(c, &ws[j], 1, x, m, &ys[j], &ldys[j]))) return s;
             return TL_OK;
         }
         t.w[i] = ws[i];
         t.y[i] = ys[i];
+        t.ldy[i] = ldys[i] > 0 ? ldys[i] : ws[i]->ne[1];
         t.row_start[i + 1] = t.row_start[i] + ws[i]->ne[1];
     }
     t.n_w = n_w;
