@@ -272,6 +272,13 @@ void tl_lora_get_info(const tl_lora *l, tl_lora_info *out);
  * merged weights. n_threads <= 0: one. */
 tl_status tl_lora_merge(const tl_model *m, const tl_lora_use *u, int32_t n, const char *out_path, const char *type,
                         int32_t n_threads);
+/* Sequence seq of a context uses these n adapters (at most 8; n = 0: none)
+ * from its next tl_decode on; the set stays with the sequence id until
+ * replaced (removing or truncating its positions keeps it). Tokens of
+ * sequences with different sets still run in one forward. */
+tl_status tl_seq_set_lora(tl_context *c, int32_t seq, const tl_lora_use *u, int32_t n);
+/* The same for a session's one sequence. */
+tl_status tl_session_set_lora(tl_session *s, const tl_lora_use *u, int32_t n);
 
 /* ---- device figures (GPU backends) --------------------------------------- */
 

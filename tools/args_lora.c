@@ -54,6 +54,15 @@ bool args_lora_load(args_lora *a, const tl_model *m, const char *cmd) {
     return true;
 }
 
+bool args_lora_attach(const args_lora *a, tl_session *s, const char *cmd) {
+    if (!a->n) return true;
+    if (tl_session_set_lora(s, a->use, a->n)) {
+        fprintf(stderr, "tallow %s: %s\n", cmd, tl_last_error());
+        return false;
+    }
+    return true;
+}
+
 void args_lora_free(args_lora *a) {
     for (int32_t k = 0; k < a->n; k++) {
         tl_lora_free((tl_lora *)a->use[k].lora);

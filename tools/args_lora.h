@@ -23,6 +23,8 @@ bool args_lora_flag(int argc, char **argv, int *i, args_lora *a, bool *ok);
 /* Load every adapter for m; on failure prints "tallow CMD: ..." and frees
  * what was loaded. */
 bool args_lora_load(args_lora *a, const tl_model *m, const char *cmd);
+/* Attach the loaded adapters to a session (nothing to do when there are none). */
+bool args_lora_attach(const args_lora *a, tl_session *s, const char *cmd);
 void args_lora_free(args_lora *a);
 /* One usage line for the option. */
 #define ARGS_LORA_USAGE "  --lora FILE[:SCALE] apply a LoRA adapter (GGUF file or PEFT directory; repeatable; scale 1)\n"

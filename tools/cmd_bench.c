@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
 #include "tallow.h"
@@ -25,7 +26,8 @@ static void bench_usage(FILE *f) {
             "  -n N        generated tokens (default 128; 0 = skip)\n"
             "  -t LIST     threads, comma separated (default: all cores)\n"
             "  -r N        repetitions (default 5)\n"
-            "  --device cpu|cuda, -ngl N  backend\n");
+            "  --device cpu|cuda, -ngl N  backend\n"
+            ARGS_LORA_USAGE);
 }
 
 /* Floor t/s of a test on a GPU (see the header comment). */
@@ -72,6 +74,7 @@ int cmd_bench(int argc, char **argv) {
     const char *model_path = NULL, *threads = NULL;
     int32_t n_prompt = 512, n_gen = 128, reps = 5;
     tl_model_params mp = tl_model_default_params();
+    args_lora la = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -80,7 +83,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-n")) ok = args_int(argc, argv, &i, 0, 1 << 20, &n_gen);
         else if (!strcmp(a, "-t")) ok = args_str(argc, argv, &i, &threads);
         else if (!strcmp(a, "-r")) ok = args_int(argc, argv, &i, 1, 1000, &reps);
-        else if (args_model_flag(argc, argv, &i, &mp, &ok)) {
+        else if (args_model_flag(argc, argv, &i, &mp, &ok) || args_lora_flag(argc, argv, &i, &la, &ok)) {
             /* shared flags: parsed (ok says whether the value was good) */
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             bench_usage(stdout);
@@ -119,6 +122,10 @@ int cmd_bench(int argc, char **argv) {
     tl_model *m;
     if (tl_model_load(model_path, &mp, &m)) {
         fprintf(stderr, "tallow bench: %s\n", tl_last_error());
+        return 1;
+    }
+    if (!args_lora_load(&la, m, "bench")) {
+        tl_model_free(m);
         return 1;
     }
     tl_model_info info;
@@ -173,6 +180,11 @@ int cmd_bench(int argc, char **argv) {
             rc = 1;
             break;
         }
+        if (!args_lora_attach(&la, s, "bench")) {
+            tl_session_free(s);
+            rc = 1;
+            break;
+        }
         int nthreads = tlist[ti];
         if (nthreads == 0) nthreads = -1;
         for (int test = 0; test < 2 && !rc; test++) {
@@ -224,6 +236,7 @@ int cmd_bench(int argc, char **argv) {
 done:
     free(toks);
     free(times);
+    args_lora_free(&la);
     tl_model_free(m);
     return rc;
 }

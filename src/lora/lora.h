@@ -22,8 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "base/status.h"
-#include "base/threadpool.h"
 #include "tallow.h"
 
 /* The weights of a layer an adapter may change (GGUF names blk.N.<name>.weight). */
@@ -113,11 +113,11 @@ typedef struct lora_plan {
     int32_t n_groups;
     lora_group g[64];    /* distinct (adapter, scale) pairs in the batch */
     int32_t *rows;       /* [cap_tokens * LORA_SET_MAX] */
-    float *tmp;          /* [cap_tokens * cap_rank] A x of a group's rows */
-    tl_threadpool *tp;   /* not owned; NULL: one thread */
+    float *tmp;          /* [cap_tokens * cap_rank] a term's A x rows (the backend's scratch) */
+    be_lowrank_term terms[3 * 64]; /* one linear's terms (a stack has up to 3 parts) */
 } lora_plan;
 
-void lora_plan_init(lora_plan *p, tl_threadpool *tp);
+void lora_plan_init(lora_plan *p);
 void lora_plan_free(lora_plan *p);
 /* Grow the scratch for cap_tokens rows and ranks up to cap_rank (called
  * when adapters are attached, never in the forward). */
@@ -128,9 +128,21 @@ tl_status lora_plan_reserve(lora_plan *p, int32_t cap_tokens, int32_t cap_rank);
 tl_status lora_plan_build(lora_plan *p, int32_t n_rows, const lora_set *const *sets);
 static inline bool lora_plan_empty(const lora_plan *p) { return p->n_groups == 0; }
 
-/* y[row] += s * B (A x[row]) for each group using weight (layer, w):
- * x [n_rows][ldx] (n_in used), y [n_rows][ldy] (n_out used). */
-void lora_plan_apply(lora_plan *p, int layer, lora_wid w, const float *x, int64_t ldx, float *y, int64_t ldy);
+/* The terms of one linear of layer `layer` whose stacked outputs are the
+ * weights parts[0..n_parts) starting at columns col0[]: every group whose
+ * adapter changes one of them. out->n = 0 when none does. */
+void lora_plan_terms(lora_plan *p, int layer, const lora_wid *parts, const int64_t *col0, int n_parts,
+                     be_lowrank *out);
+
+/* The linear point's hook (lora_ctx.c): l with the context's low-rank terms
+ * for its weight, in *tmp (which it may point at), or l itself when the
+ * step uses no adapter. */
+struct llm_run;
+const be_linear *lora_linear(struct llm_run *r, const be_linear *l, be_linear *tmp, be_lowrank *lr);
+/* Build the plan of a context's step of m tokens from batch index i0 (the
+ * sequences' adapter sets); nothing to do when no sequence has one. */
+tl_status lora_ctx_step(tl_context *c, int32_t i0, int32_t m);
+void lora_ctx_free(tl_context *c);
 
 /* The scalar reference of one group's product (tests, the CUDA twin):
  * y[rows[i]] += s * B (A x[rows[i]]) with tmp [n_rows][rank] scratch. */

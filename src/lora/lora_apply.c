@@ -1,15 +1,13 @@
-/* lora/lora_apply: the low-rank term on the CPU, for a batch whose rows may
- * each use a different adapter set.
+/* lora/lora_apply: adapter sets and a step's plan, for a batch whose rows
+ * may each use a different adapter set.
  *
- * A forward builds one plan: the distinct (adapter, scale) pairs of its
- * rows, each with the list of rows using it. At every linear point each
- * group then runs two small products over its gathered rows:
- *   shrink  tmp[i][r] = A[r] . x[rows[i]]            [n_rows x rank]
- *   expand  y[rows[i]][o] += s * B[o] . tmp[i]        [n_rows x n_out]
- * so the base product stays one pass over the whole batch and adapters
- * add only their own work. Both are split over the thread pool when the
- * work is large enough to pay for the fork (decode of one row is not).
- * Owns: the plan's scratch. Calls: base/threadpool. */
+ * A step builds one plan: the distinct (adapter, scale) pairs of its rows,
+ * each with the list of rows using it. At every linear point each group
+ * becomes one low-rank term of the backend's linear (be_lowrank_term), which
+ * runs two small products over its gathered rows (backend/cpu/lowrank.c:
+ * tmp = A x[rows], y[rows] += s B tmp), so the base product stays one pass
+ * over the whole batch and adapters add only their own work.
+ * Owns: the plan's scratch. Calls: nothing but libc. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,15 +31,12 @@ tl_status lora_set_make(lora_set *s, const tl_model *m, const tl_lora_use *u, in
     return TL_OK;
 }
 
-void lora_plan_init(lora_plan *p, tl_threadpool *tp) {
-    memset(p, 0, sizeof *p);
-    p->tp = tp;
-}
+void lora_plan_init(lora_plan *p) { memset(p, 0, sizeof *p); }
 
 void lora_plan_free(lora_plan *p) {
     free(p->rows);
     free(p->tmp);
-    lora_plan_init(p, p->tp);
+    lora_plan_init(p);
 }
 
 tl_status lora_plan_reserve(lora_plan *p, int32_t cap_tokens, int32_t cap_rank) {
@@ -112,64 +107,21 @@ tl_status lora_plan_build(lora_plan *p, int32_t n_rows, const lora_set *const *s
     return TL_OK;
 }
 
-typedef struct lora_job {
-    const lora_weight *lw;
-    const lora_group *g;
-    float s;
-    const float *x;
-    int64_t ldx;
-    float *y;
-    int64_t ldy;
-    float *tmp;
-} lora_job;
-
-/* tmp[i][r] = A[r] . x[rows[i]], (i, r) pairs split over threads */
-static void shrink(void *arg, int ith, int nth) {
-    const lora_job *j = arg;
-    const int32_t rank = j->lw->rank;
-    const int64_t n_in = j->lw->n_in, n = (int64_t)j->g->n_rows * rank;
-    for (int64_t q = n * ith / nth; q < n * (ith + 1) / nth; q++) {
-        int64_t i = q / rank, r = q % rank;
-        const float *a = j->lw->a + r * n_in, *x = j->x + (int64_t)j->g->rows[i] * j->ldx;
-        float acc = 0;
-        for (int64_t k = 0; k < n_in; k++) acc += a[k] * x[k];
-        j->tmp[q] = acc;
-    }
-}
-
-/* y[rows[i]][o] += s * B[o] . tmp[i], outputs o split over threads */
-static void expand(void *arg, int ith, int nth) {
-    const lora_job *j = arg;
-    const int32_t rank = j->lw->rank;
-    const int64_t n_out = j->lw->n_out;
-    for (int64_t o = n_out * ith / nth; o < n_out * (ith + 1) / nth; o++) {
-        const float *b = j->lw->b + o * rank;
-        for (int32_t i = 0; i < j->g->n_rows; i++) {
-            const float *t = j->tmp + (int64_t)i * rank;
-            float acc = 0;
-            for (int32_t r = 0; r < rank; r++) acc += b[r] * t[r];
-            j->y[(int64_t)j->g->rows[i] * j->ldy + o] += j->s * acc;
-        }
-    }
-}
-
-void lora_plan_apply(lora_plan *p, int layer, lora_wid w, const float *x, int64_t ldx, float *y, int64_t ldy) {
+void lora_plan_terms(lora_plan *p, int layer, const lora_wid *parts, const int64_t *col0, int n_parts,
+                     be_lowrank *out) {
+    int32_t n = 0;
     for (int gi = 0; gi < p->n_groups; gi++) {
         const lora_group *g = &p->g[gi];
-        if (layer >= g->lora->n_layer) continue;
-        const lora_weight *lw = lora_get(g->lora, layer, w);
-        if (!lw->rank || !g->n_rows || g->scale == 0.0f) continue;
-        lora_job j = {lw, g, g->scale * lw->scale, x, ldx, y, ldy, p->tmp};
-        /* forking costs a few microseconds: worth it from ~1M multiply-adds */
-        double work = (double)g->n_rows * lw->rank * (double)(lw->n_in + lw->n_out);
-        if (p->tp && work >= 1e6) {
-            tl_threadpool_run(p->tp, shrink, &j);
-            tl_threadpool_run(p->tp, expand, &j);
-        } else {
-            shrink(&j, 0, 1);
-            expand(&j, 0, 1);
+        if (layer < 0 || layer >= g->lora->n_layer || !g->n_rows || g->scale == 0.0f) continue;
+        for (int k = 0; k < n_parts; k++) {
+            const lora_weight *lw = lora_get(g->lora, layer, parts[k]);
+            if (!lw->rank) continue;
+            p->terms[n++] = (be_lowrank_term){.a = lw->a, .b = lw->b, .rank = lw->rank, .col0 = col0[k],
+                                              .n_out = lw->n_out, .scale = g->scale * lw->scale, .rows = g->rows,
+                                              .n_rows = g->n_rows};
         }
     }
+    *out = (be_lowrank){.n = n, .t = p->terms, .tmp = p->tmp};
 }
 
 void lora_ref_apply(const lora_weight *lw, float s, const int32_t *rows, int32_t n_rows, const float *x,
