@@ -9,6 +9,7 @@
  * over the whole batch and adapters add only their own work.
  * Owns: the plan's scratch. Calls: nothing but libc. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,18 @@ tl_status lora_plan_build(lora_plan *p, int32_t n_rows, const lora_set *const *s
             p->g[g].n_rows++;
         }
     }
+    /* a canonical group order (adapter address, then scale): a row's terms
+     * are then added in the same order whatever else is in its batch, so a
+     * sequence's logits do not depend on its neighbours */
+    for (int a = 1; a < p->n_groups; a++)
+        for (int b = a; b > 0; b--) {
+            lora_group *x = &p->g[b - 1], *y = &p->g[b];
+            bool after = (uintptr_t)x->lora > (uintptr_t)y->lora || (x->lora == y->lora && x->scale > y->scale);
+            if (!after) break;
+            lora_group t = *x;
+            *x = *y;
+            *y = t;
+        }
     int32_t off = 0; /* each group's rows are contiguous in p->rows */
     for (int g = 0; g < p->n_groups; g++) {
         p->g[g].rows = p->rows + off;
