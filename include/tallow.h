@@ -243,7 +243,8 @@ tl_context *tl_session_context(tl_session *s);
  * the model is never changed. Adapted weights: attn_q/k/v/output and
  * ffn_gate/up/down of the llama family and gemma3.
  *
- * An adapter must outlive every session or context using it. */
+ * An adapter is loaded for one model handle and may only be used with it;
+ * it must outlive every session or context using it. */
 
 typedef struct tl_lora tl_lora;
 

@@ -69,6 +69,7 @@ tl_status lora_alloc(const tl_model *m, tl_lora **out) {
         return tl_err(TL_ERR_NOMEM, "lora: out of memory");
     }
     snprintf(l->arch, sizeof l->arch, "%s", llm_arch_name(m->arch));
+    l->model = m;
     *out = l;
     return TL_OK;
 }

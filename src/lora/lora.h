@@ -61,6 +61,7 @@ struct tl_lora {
     char format[8];     /* "gguf" or "peft" */
     char name[128];
     char arch[16];      /* base architecture it was checked against */
+    const tl_model *model; /* the model it was checked against: the only one it may be used with */
 };
 
 static inline const lora_weight *lora_get(const tl_lora *l, int layer, lora_wid w) {
