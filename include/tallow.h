@@ -243,8 +243,9 @@ tl_context *tl_session_context(tl_session *s);
  * the model is never changed. Adapted weights: attn_q/k/v/output and
  * ffn_gate/up/down of the llama family and gemma3.
  *
- * An adapter is loaded for one model handle and may only be used with it;
- * it must outlive every session or context using it. */
+ * An adapter may be used with any model whose adapted weights have the
+ * shapes it was checked against (attaching checks again); it must outlive
+ * every session or context using it. */
 
 typedef struct tl_lora tl_lora;
 

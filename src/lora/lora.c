@@ -69,7 +69,6 @@ tl_status lora_alloc(const tl_model *m, tl_lora **out) {
         return tl_err(TL_ERR_NOMEM, "lora: out of memory");
     }
     snprintf(l->arch, sizeof l->arch, "%s", llm_arch_name(m->arch));
-    l->model = m;
     *out = l;
     return TL_OK;
 }
@@ -112,6 +111,26 @@ tl_status lora_set_weight(tl_lora *l, const tl_model *m, int layer, lora_wid w, 
     if (rank > l->rank_max) l->rank_max = rank;
     l->n_weights++;
     return TL_OK;
+}
+
+bool lora_fits(const tl_lora *l, const tl_model *m) {
+    if (l->n_layer != m->hp.n_layer || strcmp(l->arch, llm_arch_name(m->arch))) {
+        tl_err(TL_ERR_INVALID, "lora: adapter '%s' is for a %d-layer %s model, this one is a %d-layer %s", l->name,
+               l->n_layer, l->arch, m->hp.n_layer, llm_arch_name(m->arch));
+        return false;
+    }
+    for (int64_t i = 0; i < (int64_t)l->n_layer * LORA_W_COUNT; i++) {
+        const lora_weight *lw = &l->w[i];
+        int64_t n_in, n_out;
+        int layer = (int)(i / LORA_W_COUNT);
+        lora_wid w = (lora_wid)(i % LORA_W_COUNT);
+        if (lw->rank && (!lora_base_shape(m, layer, w, &n_in, &n_out) || n_in != lw->n_in || n_out != lw->n_out)) {
+            tl_err(TL_ERR_INVALID, "lora: adapter '%s' does not fit this model: blk.%d.%s.weight differs", l->name,
+                   layer, lora_wid_gguf(w));
+            return false;
+        }
+    }
+    return true;
 }
 
 void tl_lora_free(tl_lora *l) {

@@ -61,8 +61,12 @@ struct tl_lora {
     char format[8];     /* "gguf" or "peft" */
     char name[128];
     char arch[16];      /* base architecture it was checked against */
-    const tl_model *model; /* the model it was checked against: the only one it may be used with */
 };
+
+/* Whether every weight l adapts exists in m with the shape it was checked
+ * against (so l may be used with m: another load of the same file, or a
+ * requantized copy); false with a message naming the first that differs. */
+bool lora_fits(const tl_lora *l, const tl_model *m);
 
 static inline const lora_weight *lora_get(const tl_lora *l, int layer, lora_wid w) {
     return &l->w[(int64_t)layer * LORA_W_COUNT + w];

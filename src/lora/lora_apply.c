@@ -23,9 +23,7 @@ tl_status lora_set_make(lora_set *s, const tl_model *m, const tl_lora_use *u, in
     for (int32_t i = 0; i < n; i++) {
         if (!u[i].lora) return tl_err(TL_ERR_INVALID, "lora: adapter %d of the set is NULL", i);
         if (!isfinite(u[i].scale)) return tl_err(TL_ERR_INVALID, "lora: adapter %d has a non-finite scale", i);
-        if (u[i].lora->model != m) /* its shapes were checked against that model only */
-            return tl_err(TL_ERR_INVALID, "lora: adapter '%s' was loaded for another model (%s, %d layers)",
-                          u[i].lora->name, u[i].lora->arch, u[i].lora->n_layer);
+        if (!lora_fits(u[i].lora, m)) return TL_ERR_INVALID;
     }
     s->n = n;
     for (int32_t i = 0; i < n; i++) s->u[i] = u[i];

@@ -114,7 +114,7 @@ tl_status lora_train_init(lora_trainee *t, const tl_model *m, const lora_train_c
 
 tl_status lora_train_init_from(lora_trainee *t, const tl_model *m, const tl_lora *l) {
     tl_status s = trainee_alloc(t, m);
-    if (!s && l->model != m) s = tl_err(TL_ERR_INVALID, "lora train: the adapter was loaded for another model");
+    if (!s && !lora_fits(l, m)) s = tl_err_prefix(TL_ERR_INVALID, "lora train: ");
     t->cfg = (lora_train_config){.rank = l->rank_max, .alpha = l->alpha, .rslora = l->rslora};
     for (int layer = 0; layer < m->hp.n_layer && !s; layer++)
         for (int w = 0; w < LORA_W_COUNT && !s; w++) {
