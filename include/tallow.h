@@ -50,10 +50,14 @@ typedef enum tl_backend_kind {
     TL_BACKEND_CUDA = 1
 } tl_backend_kind;
 
+/* Tuning of the CUDA backend's kernels (defined below, with its defaults). */
+typedef struct tl_cuda_tuning tl_cuda_tuning;
+
 typedef struct tl_model_params {
     tl_backend_kind backend; /* CPU by default */
     int32_t n_gpu_layers;    /* for CUDA: layers on the GPU (-1: all) */
     bool verbose;            /* print load progress to stderr */
+    const tl_cuda_tuning *cuda_tuning; /* NULL: tl_cuda_tuning_default() */
 } tl_model_params;
 
 typedef struct tl_model_info {
@@ -185,6 +189,10 @@ tl_status tl_context_greedy(tl_context *c, int32_t i, int32_t *tok);
 /* Final hidden state [n_embd] of token i (after the output norm), with
  * params.embeddings set; else NULL. */
 const float *tl_context_embedding(tl_context *c, int32_t i);
+
+/* Wait until the context's device work is done (evaluation on a GPU returns
+ * before it finishes; reading outputs waits too). */
+tl_status tl_context_synchronize(tl_context *c);
 
 /* Sequences. */
 int32_t tl_seq_len(const tl_context *c, int32_t seq);        /* positions held; -1: bad id */

@@ -109,6 +109,9 @@ typedef struct be_linear {
      * (next_eps): a backend may prepare that input here */
     const float *next_norm;
     float next_eps;
+    /* hint: y is next the input of this weight (a backend may produce y in
+     * the form that weight reads) */
+    const be_weight *next_w;
     const be_qkv_epi *qkv;  /* QKV projection epilogue, or NULL */
     int32_t *argmax;        /* also each row's argmax (lowest index on ties) into [m] backend ints */
     const be_lowrank *lowrank; /* low-rank terms added to the product (LoRA), or NULL */
@@ -152,6 +155,7 @@ typedef tl_status (*be_forward_fn)(void *arg, const be_step_dev *d);
 typedef struct be_model_desc {
     int32_t device;
     bool verbose;
+    const tl_cuda_tuning *cuda_tuning; /* the CUDA backend's settings (NULL: defaults) */
     uint64_t total_bytes; /* weight bytes to place (for progress) */
 } be_model_desc;
 
@@ -193,6 +197,11 @@ typedef struct be_ops {
     tl_status (*step_run)(be_ctx *bc, const be_step *st, be_forward_fn fn, void *arg);
     /* copy backend memory to the host, after the step's work is done */
     tl_status (*read)(be_ctx *bc, void *dst, const void *src, size_t bytes);
+    /* wait for the context's work to finish */
+    tl_status (*sync)(be_ctx *bc);
+    /* the same for n argmax results a linear wrote (a backend may keep them
+     * in another form until read) */
+    tl_status (*read_argmax)(be_ctx *bc, int32_t *dst, const int32_t *src, int32_t n);
     /* ops */
     tl_status (*get_rows)(be_ctx *bc, const be_weight *table, const int32_t *ids, int64_t m, float *out);
     tl_status (*gather)(be_ctx *bc, const float *x, int64_t n, const int32_t *rows, int64_t m, float *out);

@@ -60,7 +60,7 @@ tl_status llm_place(tl_model *m) {
     const char *why = NULL;
     m->be = be_find(m->params.backend, &why);
     if (!m->be) return tl_err(TL_ERR_UNSUPPORTED, "model: %s", why);
-    be_model_desc d = {.device = 0, .verbose = m->params.verbose, .total_bytes = 0};
+    be_model_desc d = {.device = 0, .verbose = m->params.verbose, .cuda_tuning = m->params.cuda_tuning};
     d.total_bytes = pl_bytes(&m->tok_embd) + (m->output.data != m->tok_embd.data ? pl_bytes(&m->output) : 0);
     for (int il = 0; il < m->hp.n_layer; il++) {
         const llm_layer *L = &m->layers[il];
