@@ -265,7 +265,10 @@ static tl_status cb_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
     const int n_head = d->n_head_kv * 8; /* scratch for up to 8 query heads per KV head */
     const size_t att = cb_max(tlc_attn_decode_scratch(n_head, d->head_dim),
                               tlc_attn_paged_scratch(d->n_tokens, n_head, d->n_head_kv, d->head_dim));
-    const size_t gemm = bm->gemm_elems + nt * (size_t)bm->max_in + 128;
+    tlc_device_info di;
+    if ((s = tlc_get_device_info(bc->c, &di))) goto fail;
+    const size_t gemm = cb_max((bm->gemm_elems + nt * (size_t)bm->max_in + 128) * 2,
+                               tlc_mm_small_scratch(nt < 64 ? (int64_t)nt : 64, bm->max_in, d->max_n, di.n_sm));
     if ((s = cb_ctx_alloc(bc, (size_t)d->n_seq_max * (size_t)d->table_stride * 4, "page tables", (void **)&bc->d_table)) ||
         (s = cb_ctx_alloc(bc, (CB_IN_HDR + 5 * nt) * 4, "step inputs", (void **)&bc->d_in)) ||
         (s = cb_ctx_alloc(bc, nt * mk * 4, "normed input", (void **)&bc->xn)) ||
@@ -275,9 +278,21 @@ static tl_status cb_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
         (s = cb_ctx_alloc(bc, nt * (size_t)d->max_n * 4, "linear scratch", (void **)&bc->prod)) ||
         (s = cb_ctx_alloc(bc, nt * 2 * (size_t)d->max_n * 4, "gate/up scratch", (void **)&bc->gu)) ||
         (s = cb_ctx_alloc(bc, att * 4, "attention scratch", (void **)&bc->attn_scr)) ||
-        (s = cb_ctx_alloc(bc, gemm * 2, "GEMM scratch", &bc->gemm_scr)))
+        (s = cb_ctx_alloc(bc, gemm, "GEMM scratch", &bc->gemm_scr)))
         goto fail;
     if ((s = tlc_memset(bc->c, bc->d_table, 0, (size_t)d->n_seq_max * (size_t)d->table_stride * 4))) goto fail;
+    if (bc->contig) {
+        /* kv_cache keeps one sequence's blocks in order: its table is the identity */
+        int32_t *id = malloc((size_t)d->table_stride * 4);
+        if (!id) {
+            s = tl_err(TL_ERR_NOMEM, "cuda backend: out of memory");
+            goto fail;
+        }
+        for (int32_t i = 0; i < d->table_stride; i++) id[i] = i;
+        s = tlc_upload(bc->c, bc->d_table, id, (size_t)d->table_stride * 4);
+        free(id);
+        if (s) goto fail;
+    }
     if ((s = tlc_host_alloc((CB_IN_HDR + 5 * nt) * 4, (void **)&bc->h_in))) goto fail;
     if ((s = tlc_sync(bc->c))) goto fail;
     *out = bc;
@@ -348,7 +363,8 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
     /* the previous step's graph may still read the pinned inputs */
     tl_status s = tlc_sync(c);
     if (s) return s;
-    for (int32_t i = 0; i < st->n_dirty; i++) {
+    /* one sequence: the table is the identity, written once at init */
+    for (int32_t i = 0; i < st->n_dirty && !bc->contig; i++) {
         const int32_t q = st->dirty_seq[i];
         const size_t off = (size_t)q * (size_t)st->table_stride;
         if ((s = tlc_upload_async(c, bc->d_table + off, st->table + off, (size_t)st->table_stride * 4))) return s;
