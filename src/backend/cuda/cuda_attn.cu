@@ -269,8 +269,8 @@ __device__ __forceinline__ void att_pro_heads(const att_pro_d &pro, float (&x)[N
  * until read) writes the outputs and their q8_1. Longer contexts: up to
  * ATT_SPLITS splits with global partials merged by the last block (an
  * atomic count). The launch always sets ATT_MODE_EARLY; the walk without
- * it stays compiled because taking it out reallocates the registers of
- * every instance, which would want measuring. */
+ * it stays compiled because taking it out changes the code of every
+ * instance, which would want measuring. */
 template <int D, int GMAX, typename KT, int NW, bool PRO = false>
 __global__ void __launch_bounds__(NW * 32)
 attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, const int32_t *d_pos,

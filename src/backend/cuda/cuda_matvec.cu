@@ -109,8 +109,8 @@ __device__ __forceinline__ float mv_in_scale(const mv_fuse_d &f, int64_t n_in, f
  * which write their group's q8_1 block themselves. The counted form at the
  * end (blocks of fewer outputs count themselves in cnt[group] and the last
  * one writes the block) is launched no more, as it measured slower; it
- * stays compiled because taking it out reallocates the registers of every
- * instance, those the defaults run included, which would want measuring. */
+ * stays compiled because taking it out changes the code of every instance,
+ * those the defaults run included, which would want measuring. */
 /* The body of one block: bx is its index within this weight's blocks, and
  * row_off the index of w's first row in the whole output (the RoPE
  * epilogue's row numbering; y already points at w's first output). */
