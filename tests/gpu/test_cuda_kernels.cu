@@ -746,8 +746,8 @@ static void test_rope_kv(tlc_ctx *c, bool neox) {
 }
 
 /* The Qwen decode prologue as separate launches (tlc_add_bias, per-head
- * tlc_head_rmsnorm of the q and the k heads, tlc_rope_kv), the reference of
- * the attention that folds it in (test_attn_pro), against float64: q and k
+ * tlc_head_rmsnorm of the q and the k heads, tlc_rope_kv: what a decode
+ * step runs where neither fused form applies) against float64: q and k
  * rotated in place (1e-5 relative), v biased, and the f16 cache rows at
  * *d_pos (within f16 rounding of the float64 values), with and without each
  * part. */
@@ -816,19 +816,90 @@ static void test_qk_prologue(tlc_ctx *c, int hd, int nh, int nkv, bool neox, boo
            neox, with_bias, with_norm, e, bad);
 }
 
+/* The Qwen decode prologue in one launch (tlc_qk_rope_kv: bias, per-head
+ * q/k RMSNorm, RoPE, KV store) against float64: q and k rotated in place
+ * (1e-5 relative), v biased, and the f16 cache rows at *d_pos (within f16
+ * rounding of the float64 values), with and without each part. */
+static void test_qk_rope_kv(tlc_ctx *c, int hd, int nh, int nkv, bool neox, bool with_bias, bool with_norm) {
+    tlc_rope_params p = {hd, neox, 1000000.0f, 1.0f, NULL};
+    if (!tlc_qk_rope_kv_ok(c, hd, &p)) {
+        printf("  skip qk+rope+kv hd %d: not this head size\n", hd);
+        n_skip++;
+        return;
+    }
+    const int n_ctx = 16, nt = nh + 2 * nkv, n = nt * hd;
+    const int32_t pos = 11;
+    const float eps = 1e-6f;
+    std::vector<float> x(n), b(n), qn(hd), kn(hd);
+    for (auto &v : x) v = 3.0f * rnd_normal();
+    for (auto &v : b) v = rnd_normal();
+    for (auto &v : qn) v = 0.5f + rnd_unif();
+    for (auto &v : kn) v = 0.5f + rnd_unif();
+    const size_t cache = (size_t)nkv * n_ctx * hd * 2;
+    dbuf dx(c, n * 4, "qkv"), db(c, n * 4, "bias"), dqn(c, hd * 4, "q_norm"), dkn(c, hd * 4, "k_norm"),
+        dp(c, 4, "pos"), dk(c, cache, "kc"), dv(c, cache, "vc");
+    up(c, dx, x.data(), n * 4);
+    up(c, db, b.data(), n * 4);
+    up(c, dqn, qn.data(), hd * 4);
+    up(c, dkn, kn.data(), hd * 4);
+    up(c, dp, &pos, 4);
+    OK(tlc_memset(c, dk.p, 0, cache));
+    OK(tlc_memset(c, dv.p, 0, cache));
+    OK(tlc_qk_rope_kv(c, dx.f(), nh, nkv, hd, dk.p, dv.p, n_ctx, (const int32_t *)dp.p, &p, with_bias ? db.f() : NULL,
+                      with_norm ? dqn.f() : NULL, with_norm ? dkn.f() : NULL, eps));
+    /* float64: bias, norm (q and k heads), rotation (q and k heads) */
+    std::vector<double> ref(n);
+    for (int i = 0; i < n; i++) ref[i] = (double)x[i] + (with_bias ? b[i] : 0.0);
+    const int half = hd / 2;
+    for (int h = 0; h < nh + nkv; h++) {
+        double *r = &ref[(size_t)h * hd];
+        if (with_norm) {
+            double ss = 0;
+            for (int i = 0; i < hd; i++) ss += r[i] * r[i];
+            const double sc = 1.0 / sqrt(ss / hd + eps);
+            for (int i = 0; i < hd; i++) r[i] = r[i] * sc * (h < nh ? qn[i] : kn[i]);
+        }
+        for (int q = 0; q < half; q++) {
+            const int a = neox ? q : 2 * q, bb = neox ? q + half : 2 * q + 1;
+            const double th = pos * pow(1000000.0, -2.0 * q / hd), x0 = r[a], x1 = r[bb];
+            r[a] = x0 * cos(th) - x1 * sin(th);
+            r[bb] = x0 * sin(th) + x1 * cos(th);
+        }
+    }
+    std::vector<float> got = down(c, dx, n);
+    size_t nn;
+    const double e = rel_err(got.data(), ref.data(), n, &nn);
+    std::vector<uint16_t> kh(cache / 2), vh(cache / 2);
+    OK(tlc_download(c, kh.data(), dk.p, cache));
+    OK(tlc_download(c, vh.data(), dv.p, cache));
+    int bad = 0;
+    for (int h = 0; h < nkv; h++)
+        for (int i = 0; i < hd; i++) {
+            const size_t ci = ((size_t)h * n_ctx + pos) * hd + i;
+            const double rk = ref[(size_t)(nh + h) * hd + i], rv = ref[(size_t)(nh + nkv + h) * hd + i];
+            if (fabs(tl_fp16_to_fp32(kh[ci]) - rk) > 1e-3 * fabs(rk) + 1e-4) bad++;
+            if (fabs(tl_fp16_to_fp32(vh[ci]) - rv) > 1e-3 * fabs(rv) + 1e-4) bad++;
+        }
+    CHECK(e < 1e-5 && bad == 0, "qk+rope+kv hd %d heads %d/%d neox %d bias %d norm %d: rel err %.3g (%zu non-finite), "
+          "%d cache values off", hd, nh, nkv, neox, with_bias, with_norm, e, nn, bad);
+    printf("  qk+rope+kv hd %3d heads %2d/%d neox %d bias %d norm %d: rel err %.2e, %d cache values off\n", hd, nh, nkv,
+           neox, with_bias, with_norm, e, bad);
+}
+
 /* The attention with the decode prologue folded in (tlc_attn_decode_pro)
- * against the separate launches it replaces, tlc_add_bias, tlc_head_rmsnorm
- * (q heads, k heads), tlc_rope_kv and tlc_attn_decode (each checked against
+ * against tlc_qk_rope_kv followed by tlc_attn_decode (both checked against
  * float64 above), from the same raw [q | k | v] row and cache: the output
  * and the cache row at *d_pos within 1e-5 relative (the q/k norms sum
- * their squares in another order; without norms the same bytes: the same
- * arithmetic in the same order), under the short plan and the long one
- * (positions past a warp's first batch). */
+ * their squares in another order; without norms the same bytes), under the
+ * short plan and the long one (positions past a warp's first batch). */
 static void test_attn_pro(tlc_ctx *c, int hd, int nh, int nkv, bool neox, bool with_bias, bool with_norm,
                           int pos, int64_t plan, int n_ctx) {
     tlc_rope_params p = {hd, neox, 1000000.0f, 1.0f, NULL};
-    CHECK(tlc_attn_pro_ok(c, hd, &p), "attention+prologue hd %d: refused", hd);
-    if (!tlc_attn_pro_ok(c, hd, &p)) return;
+    if (!tlc_attn_pro_ok(c, hd, &p) || !tlc_qk_rope_kv_ok(c, hd, &p)) {
+        printf("  skip attention+prologue hd %d: not this head size\n", hd);
+        n_skip++;
+        return;
+    }
     const int n = (nh + 2 * nkv) * hd;
     const float eps = 1e-6f, scale = 1.0f / sqrtf((float)hd);
     std::vector<float> x(n), b(n), qn(hd), kn(hd);
@@ -859,12 +930,7 @@ static void test_attn_pro(tlc_ctx *c, int hd, int nh, int nkv, bool neox, bool w
     o0.poison();
     o1.poison();
     tlc_attn_plan(c, plan);
-    if (bb) OK(tlc_add_bias(c, x0.f(), 1, 0, bb, n));
-    if (wq) {
-        OK(tlc_head_rmsnorm(c, x0.f(), 1, 0, nh, hd, wq, eps));
-        OK(tlc_head_rmsnorm(c, x0.f() + (size_t)nh * hd, 1, 0, nkv, hd, wk, eps));
-    }
-    OK(tlc_rope_kv(c, x0.f(), nh, nkv, hd, k0.p, v0.p, n_ctx, (const int32_t *)dp.p, &p));
+    OK(tlc_qk_rope_kv(c, x0.f(), nh, nkv, hd, k0.p, v0.p, n_ctx, (const int32_t *)dp.p, &p, bb, wq, wk, eps));
     OK(tlc_attn_decode(c, x0.f(), k0.p, v0.p, TL_TYPE_F16, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale, scr.f(),
                        o0.f(), q0.p));
     OK(tlc_attn_decode_pro(c, x1.f(), k1.p, v1.p, TL_TYPE_F16, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale,
@@ -1512,7 +1578,9 @@ int main(int argc, char **argv) {
     }
     for (int hd : {128, 64, 16, 256})
         for (int parts = 1; parts < 4; parts++) {
-            test_qk_prologue(c, hd, 16, 8, true, parts & 1, parts & 2); /* Qwen: NeoX pairs */
+            test_qk_rope_kv(c, hd, 16, 8, true, parts & 1, parts & 2); /* Qwen: NeoX pairs */
+            test_qk_rope_kv(c, hd, 4, 2, false, parts & 1, parts & 2);
+            test_qk_prologue(c, hd, 16, 8, true, parts & 1, parts & 2);
             test_qk_prologue(c, hd, 4, 2, false, parts & 1, parts & 2);
         }
     for (tl_type t : {TL_TYPE_F16, TL_TYPE_Q4_0, TL_TYPE_Q8_0, TL_TYPE_Q4_K})

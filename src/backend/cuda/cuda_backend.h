@@ -252,8 +252,8 @@ void tlc_attn_plan(tlc_ctx *c, int64_t max_len);
 tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc,
                           tl_type kv_type, int n_head, int n_kv_head, int head_dim, int64_t n_ctx,
                           const int32_t *d_pos, float scale, float *scratch, float *out, void *out_q);
-/* tlc_attn_decode with the Qwen decode prologue folded in (one launch
- * instead of the bias, two norm and RoPE+KV launches): qkv is the token's
+/* tlc_attn_decode with the Qwen decode prologue (tlc_qk_rope_kv, below)
+ * folded in, one launch instead of two: qkv is the token's
  * raw [q | k | v] row (the QKV matvec's output), and the attention applies,
  * in this order, the QKV bias (bias [(n_head + 2 n_kv_head) * head_dim], or
  * NULL: Qwen2), the per-head RMSNorm of the q and k heads (q_norm, k_norm
@@ -270,6 +270,18 @@ tl_status tlc_attn_decode_pro(tlc_ctx *c, float *qkv, void *kc, void *vc, tl_typ
  * rotated k and v into the cache at *d_pos (n_rot == head_dim only). */
 tl_status tlc_rope_kv(tlc_ctx *c, float *qkv, int n_head, int n_kv_head, int head_dim, void *kc,
                       void *vc, int64_t n_ctx, const int32_t *d_pos, const tlc_rope_params *p);
+/* tlc_rope_kv with, in front of the rotation and in this order, the QKV
+ * bias (bias [ (n_head + 2 n_kv_head) * head_dim ], or NULL: Qwen2) and the
+ * per-head RMSNorm of the q and k heads (q_norm, k_norm [head_dim], both or
+ * neither, eps: Qwen3), for one decode token: one launch instead of the
+ * bias, two norm and the RoPE/KV launches. v (biased) is written back into
+ * qkv as well. tlc_qk_rope_kv_ok: n_rot == head_dim, a power of two <= 256.
+ * (tlc_attn_decode_pro does the same inside the attention, one launch
+ * fewer, where the decode attention runs.) */
+bool tlc_qk_rope_kv_ok(const tlc_ctx *c, int head_dim, const tlc_rope_params *p);
+tl_status tlc_qk_rope_kv(tlc_ctx *c, float *qkv, int n_head, int n_kv_head, int head_dim, void *kc, void *vc,
+                         int64_t n_ctx, const int32_t *d_pos, const tlc_rope_params *p, const float *bias,
+                         const float *q_norm, const float *k_norm, float eps);
 /* n_tok query tokens at positions *d_pos + t, causal. q [n_tok][n_head][head_dim]
  * with tokens q_stride floats apart (0: contiguous); out contiguous. */
 tl_status tlc_attn_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,

@@ -2,7 +2,8 @@
  * (RMSNorm fused with the q8_1 quantization the next matvec reads), RMSNorm
  * (also per head, for Qwen3's QK-norm: rows of head_dim), residual add,
  * SiLU-gate-multiply, RoPE (interleaved and NeoX), KV-cache store, RoPE
- * with the KV store in one decode launch, argmax.
+ * with the KV store in one decode launch, and with the Qwen prologue (bias,
+ * q/k norm) in front of it, argmax.
  * Positions come from device memory so captured graphs stay valid.
  * Calls: CUDA. */
 #include "backend/cuda/cuda_common.cuh"
@@ -362,6 +363,79 @@ __global__ void rope_kv_k(float *x, int nh, int nkv, int hd, __half *kc, __half 
     float *h = x + (int64_t)head * hd;
     int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
     rope_kv_pair(h, a, b, h[a], h[b], head, p, nh, nkv, hd, kc, vc, n_ctx, pos, base, scale, fdiv, false);
+}
+
+/* tlc_qk_rope_kv: rope_kv_k with the QKV bias and the per-head RMSNorm of
+ * q and k in front, one launch instead of up to four. A block of
+ * QKR_THREADS threads holds whole heads (half = hd / 2 threads each, a
+ * power of two), thread = one rotation pair (a, b) of its head, so a head's
+ * sum of squares is a shuffle reduction (and, past 32 threads, one over the
+ * head's warps through shared memory). The arithmetic is add_bias_k's,
+ * head_rmsnorm_k's and rope_kv_k's in the same order; only the sum of
+ * squares adds in another order. */
+#define QKR_THREADS 128
+__global__ void __launch_bounds__(QKR_THREADS)
+qk_rope_kv_k(float *x, int nh, int nkv, int hd, __half *kc, __half *vc, int64_t n_ctx, const int32_t *d_pos, int neox,
+             float base, float scale, const float *fdiv, const float *bias, const float *qn, const float *kn,
+             float eps) {
+    pdl_trigger();
+    pdl_wait();
+    const int half = hd / 2;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool live = i < (nh + 2 * nkv) * half; /* the others still take part in the block's reductions */
+    const int head = i / half, p = i % half;
+    float *h = x + (int64_t)head * hd;
+    const int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
+    float x0 = live ? h[a] : 0.0f, x1 = live ? h[b] : 0.0f;
+    if (bias && live) {
+        x0 += bias[(int64_t)head * hd + a];
+        x1 += bias[(int64_t)head * hd + b];
+    }
+    if (qn) {
+        /* sum of x^2 over the head's half threads (aligned groups of the block) */
+        float ss = x0 * x0 + x1 * x1;
+        if (half >= 32) {
+            ss = warp_sum(ss);
+            if (half > 32) {
+                __shared__ float wsum[QKR_THREADS / 32];
+                const int w = threadIdx.x >> 5, per = half / 32, w0 = w - w % per;
+                if ((threadIdx.x & 31) == 0) wsum[w] = ss;
+                __syncthreads();
+                ss = 0;
+                for (int k = 0; k < per; k++) ss += wsum[w0 + k];
+            }
+        } else {
+            for (int o = half / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        }
+        if (live && head < nh + nkv) {
+            const float *w = head < nh ? qn : kn, sc = rsqrtf(ss / (float)hd + eps);
+            x0 = x0 * sc * w[a];
+            x1 = x1 * sc * w[b];
+        }
+    }
+    if (!live) return;
+    const int64_t pos = __ldcg(d_pos);
+    if (pos >= n_ctx) return;
+    rope_kv_pair(h, a, b, x0, x1, head, p, nh, nkv, hd, kc, vc, n_ctx, pos, base, scale, fdiv, true);
+}
+
+bool tlc_qk_rope_kv_ok(const tlc_ctx *c, int head_dim, const tlc_rope_params *p) {
+    return p->n_rot == head_dim && head_dim >= 2 && head_dim <= 2 * QKR_THREADS && !(head_dim & (head_dim - 1));
+}
+
+tl_status tlc_qk_rope_kv(tlc_ctx *c, float *qkv, int n_head, int n_kv_head, int head_dim, void *kc, void *vc,
+                         int64_t n_ctx, const int32_t *d_pos, const tlc_rope_params *p, const float *bias,
+                         const float *q_norm, const float *k_norm, float eps) {
+    if (!tlc_qk_rope_kv_ok(c, head_dim, p))
+        return tl_err(TL_ERR_UNSUPPORTED, "cuda: fused bias/norm/rope/kv needs n_rot == head_dim, a power of two "
+                      "<= %d (head_dim %d, n_rot %d)", 2 * QKR_THREADS, head_dim, p->n_rot);
+    if (!q_norm != !k_norm) return tl_err(TL_ERR_INVALID, "cuda: fused q/k norm needs both norm weights");
+    const int n = (n_head + 2 * n_kv_head) * (head_dim / 2);
+    TLC_TRY(tlc_launch(c, qk_rope_kv_k, dim3(tlc_div_up(n, QKR_THREADS)), dim3(QKR_THREADS), 0, qkv, n_head,
+                       n_kv_head, head_dim, (__half *)kc, (__half *)vc, n_ctx, d_pos, p->neox ? 1 : 0, p->base,
+                       p->scale > 0 ? p->scale : 1.0f, p->freq_div, bias, q_norm, k_norm, eps),
+            "qk_rope_kv");
+    return TL_OK;
 }
 
 tl_status tlc_rope_kv(tlc_ctx *c, float *qkv, int n_head, int n_kv_head, int head_dim, void *kc,
