@@ -212,6 +212,10 @@ tl_status tl_context_greedy(tl_context *c, int32_t i, int32_t *tok);
  * params.embeddings set; else NULL. */
 const float *tl_context_embedding(tl_context *c, int32_t i);
 
+/* Wait until the context's device work is done (evaluation on a GPU returns
+ * before it finishes; reading outputs waits too). */
+tl_status tl_context_synchronize(tl_context *c);
+
 /* Sequences. */
 int32_t tl_seq_len(const tl_context *c, int32_t seq);        /* positions held; -1: bad id */
 tl_status tl_seq_remove(tl_context *c, int32_t seq);         /* forget it, freeing its blocks */

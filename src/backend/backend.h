@@ -87,6 +87,9 @@ typedef struct be_linear {
      * (next_eps): a backend may prepare that input here */
     const float *next_norm;
     float next_eps;
+    /* hint: y is next the input of this weight (a backend may produce y in
+     * the form that weight reads) */
+    const be_weight *next_w;
     const be_qkv_epi *qkv;  /* QKV projection epilogue, or NULL */
     int32_t *argmax;        /* also each row's argmax (lowest index on ties) into [m] backend ints */
 } be_linear;
@@ -171,6 +174,11 @@ typedef struct be_ops {
     tl_status (*step_run)(be_ctx *bc, const be_step *st, be_forward_fn fn, void *arg);
     /* copy backend memory to the host, after the step's work is done */
     tl_status (*read)(be_ctx *bc, void *dst, const void *src, size_t bytes);
+    /* wait for the context's work to finish */
+    tl_status (*sync)(be_ctx *bc);
+    /* the same for n argmax results a linear wrote (a backend may keep them
+     * in another form until read) */
+    tl_status (*read_argmax)(be_ctx *bc, int32_t *dst, const int32_t *src, int32_t n);
     /* ops */
     tl_status (*get_rows)(be_ctx *bc, const be_weight *table, const int32_t *ids, int64_t m, float *out);
     tl_status (*gather)(be_ctx *bc, const float *x, int64_t n, const int32_t *rows, int64_t m, float *out);

@@ -127,7 +127,7 @@ tl_status llm_forward_gpt2(llm_run *r, const be_step_dev *d) {
             return st;
         if ((st = llm_linear(r, &(be_linear){.w = P->up, .layer = il, .wid = LLM_W_UP, .x = a->x, .m = m, .y = a->g,
                                              .in_norm = {BE_NORM_LAYER, P->ffn_norm, P->ffn_norm_b, eps},
-                                             .bias = P->b_up, .act = BE_ACT_GELU})))
+                                             .bias = P->b_up, .act = BE_ACT_GELU, .next_w = P->down})))
             return st;
         if ((st = llm_linear(r, &(be_linear){.w = P->down, .layer = il, .wid = LLM_W_DOWN, .x = a->g, .m = m,
                                              .y = a->x, .mode = BE_ACCUM, .bias = P->b_down})))

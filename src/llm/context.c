@@ -266,7 +266,7 @@ tl_status tl_decode(tl_context *c, const tl_batch *b) {
 tl_status llm_outputs_read(tl_context *c, int32_t k0, int32_t n, bool argmax_only) {
     const llm_hparams *hp = &c->model->hp;
     /* the rows of [k0, k0+n) sit at the start of the backend buffers */
-    tl_status s = c->be->read(c->bc, c->h_argmax + k0, c->a.argmax, (size_t)n * 4);
+    tl_status s = c->be->read_argmax(c->bc, c->h_argmax + k0, c->a.argmax, n);
     if (s || argmax_only) return s;
     if ((s = c->be->read(c->bc, c->h_logits + (size_t)k0 * hp->n_vocab, c->a.logits, (size_t)n * hp->n_vocab * 4)))
         return s;
@@ -310,6 +310,11 @@ tl_status tl_context_greedy(tl_context *c, int32_t i, int32_t *tok) {
     if (k < 0) return tl_err(TL_ERR_BACKEND, "tl_context_greedy: reading the outputs failed: %s", tl_last_error());
     *tok = c->h_argmax[k];
     return TL_OK;
+}
+
+tl_status tl_context_synchronize(tl_context *c) {
+    if (!c) return tl_err(TL_ERR_INVALID, "tl_context_synchronize: NULL context");
+    return c->be->sync(c->bc);
 }
 
 static tl_status ctx_seq_ok(const tl_context *c, int32_t seq) {

@@ -47,7 +47,8 @@ static tl_status fw_layer(llm_run *r, int il, const be_rope *rope, const be_rope
                                       .next_norm = P->ffn_norm, .next_eps = eps}));
     FW_TRY(llm_linear(r, &(be_linear){.w = P->gu, .layer = il, .wid = LLM_W_GATE_UP, .x = a->x, .m = m, .y = a->g,
                                       .in_norm = {BE_NORM_RMS, P->ffn_norm, NULL, eps},
-                                      .act = hp->ffn_gelu ? BE_ACT_GELU_GLU : BE_ACT_SILU_GLU}));
+                                      .act = hp->ffn_gelu ? BE_ACT_GELU_GLU : BE_ACT_SILU_GLU,
+                                      .next_w = P->down}));
     const float *next = il + 1 < hp->n_layer ? md->pl.layers[il + 1].attn_norm : md->pl.out_norm;
     FW_TRY(llm_linear(r, &(be_linear){.w = P->down, .layer = il, .wid = LLM_W_DOWN, .x = a->g, .m = m, .y = a->x,
                                       .mode = BE_ACCUM, .post_norm = P->ffn_post_norm, .post_eps = eps,

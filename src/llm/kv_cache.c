@@ -95,6 +95,7 @@ void kv_append(kv_cache *kv, int32_t seq, int32_t n, kv_copy *copies, int32_t *n
     int32_t *tab = kv->table + (int64_t)seq * kv->table_stride;
     const int32_t len = kv->len[seq];
     if (n <= 0) return;
+    bool cow = false;
     if (len & (kv->block_size - 1)) {
         const int32_t i = len >> kv->block_shift;
         if (kv->ref[tab[i]] > 1) {
@@ -102,11 +103,13 @@ void kv_append(kv_cache *kv, int32_t seq, int32_t n, kv_copy *copies, int32_t *n
             copies[(*n_copies)++] = (kv_copy){tab[i], nb};
             kv_release(kv, tab[i]);
             tab[i] = nb;
+            cow = true;
         }
     }
-    for (int32_t i = kv_blocks_for(kv, len); i < kv_blocks_for(kv, len + n); i++) tab[i] = kv_take_block(kv);
+    const int32_t b0 = kv_blocks_for(kv, len), b1 = kv_blocks_for(kv, len + n);
+    for (int32_t i = b0; i < b1; i++) tab[i] = kv_take_block(kv);
     kv->len[seq] = len + n;
-    kv_mark(kv, seq);
+    if (b1 > b0 || cow) kv_mark(kv, seq);
 }
 
 tl_status kv_truncate(kv_cache *kv, int32_t seq, int32_t len) {
@@ -123,8 +126,8 @@ tl_status kv_truncate(kv_cache *kv, int32_t seq, int32_t len) {
         kv_release(kv, tab[i]);
         tab[i] = 0;
     }
+    if (kv_blocks_for(kv, len) < kv_blocks_for(kv, kv->len[seq])) kv_mark(kv, seq);
     kv->len[seq] = len;
-    kv_mark(kv, seq);
     return TL_OK;
 }
 

@@ -109,10 +109,23 @@ uint64_t tl_session_device_bytes(const tl_session *s) {
     return s->c->be->ctx_bytes(s->c->bc);
 }
 
+static uint64_t sess_bytes(const tl_tensor *t) {
+    return t->data ? tl_row_bytes(t->type, t->ne[0]) * (uint64_t)t->ne[1] : 0;
+}
+
 tl_status tl_model_device_stats(tl_model *m, bool measure, tl_device_stats *out) {
     if (!m || !out) return tl_err(TL_ERR_INVALID, "device stats: NULL argument");
     memset(out, 0, sizeof *out);
     if (!m->be->device_stats) return tl_err(TL_ERR_UNSUPPORTED, "device stats: the model runs on the CPU");
     out->kv_bytes_per_pos = (uint64_t)m->hp.n_layer * 2 * (uint64_t)m->hp.n_head_kv * (uint64_t)m->hp.head_dim * 2;
+    /* a decode step reads every matrix in the file's encoding but the token
+     * table (one row), unless that table is also the output head */
+    uint64_t b = sess_bytes(&m->output);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const llm_layer *L = &m->layers[il];
+        b += sess_bytes(&L->wq) + sess_bytes(&L->wk) + sess_bytes(&L->wv) + sess_bytes(&L->wo) +
+             sess_bytes(&L->w_gate) + sess_bytes(&L->w_up) + sess_bytes(&L->w_down);
+    }
+    out->decode_bytes = b;
     return m->be->device_stats(m->bm, measure, out);
 }

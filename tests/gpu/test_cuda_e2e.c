@@ -24,13 +24,12 @@
  * `test_cuda_e2e MODEL --depth N [--ctx C]`: CUDA only: prefill N random
  * tokens into a context of C (default N + 256), then time 64 greedy decode
  * steps at that depth; prints device memory held for weights and session.
- * Built only with TALLOW_CUDA=ON, not in ctest (CI has no GPU). */
+ * Built only with TALLOW_CUDA=ON; ctest label gpu (run on the GPU machine). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_llm.h"
 #include "base/timer.h"
 #include "tallow.h"
 
@@ -194,6 +193,8 @@ int main(int argc, char **argv) {
         TRY(tl_session_init(m, &sp, &s));
         int32_t *toks = malloc(sizeof(int32_t) * (size_t)(depth > 0 ? depth : 1));
         for (int i = 0; i < depth; i++) toks[i] = (int32_t)((i * 2654435761u) % (uint32_t)info.n_vocab);
+        tl_device_stats ds;
+        TRY(tl_model_device_stats(m, false, &ds));
         int64_t t0 = tl_time_us();
         int32_t next = 0;
         if (depth > 0) TRY(tl_session_eval_greedy(s, toks, depth, &next));
@@ -204,7 +205,7 @@ int main(int argc, char **argv) {
         printf("depth %s: ctx %d, prefill %d tokens %.1f ms (%.0f t/s), decode at depth %d: %.1f t/s; device "
                "memory: weights %.1f MiB, session (KV + activations) %.1f MiB\n",
                info.ftype, ctx, depth, (t1 - t0) / 1e3, depth / ((t1 - t0) / 1e6 + 1e-12), depth,
-               steps / ((t2 - t1) / 1e6), llm_cuda_weight_bytes(m) / 1048576.0, llm_cuda_session_bytes(s) / 1048576.0);
+               steps / ((t2 - t1) / 1e6), ds.weight_bytes / 1048576.0, tl_session_device_bytes(s) / 1048576.0);
         free(toks);
         tl_session_free(s);
         tl_model_free(m);

@@ -214,6 +214,13 @@ static tl_status cpu_read(be_ctx *bc, void *dst, const void *src, size_t bytes) 
     return TL_OK;
 }
 
+static tl_status cpu_sync(be_ctx *bc) { return TL_OK; }
+
+static tl_status cpu_read_argmax(be_ctx *bc, int32_t *dst, const int32_t *src, int32_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(int32_t));
+    return TL_OK;
+}
+
 static tl_status cpu_get_rows(be_ctx *bc, const be_weight *w, const int32_t *ids, int64_t m, float *out) {
     return ops_get_rows(w->t[0], ids, m, out);
 }
@@ -356,6 +363,8 @@ static const be_ops cpu_ops = {
     .kv_copy_block = cpu_kv_copy_block,
     .step_run = cpu_step_run,
     .read = cpu_read,
+    .read_argmax = cpu_read_argmax,
+    .sync = cpu_sync,
     .get_rows = cpu_get_rows,
     .gather = cpu_gather,
     .add = cpu_add,

@@ -340,6 +340,55 @@ void tlc_timer_free(tlc_timer *t);
 tl_status tlc_timer_start(tlc_ctx *c, tlc_timer *t);
 tl_status tlc_timer_stop(tlc_ctx *c, tlc_timer *t, double *ms); /* syncs */
 
+/* ---- steps of many sequences (cuda_batch.cu) ------------------------------
+ * The KV cache of a layer is [kv head][n_plane][head_dim] f16; a block of B
+ * = 1 << block_shift positions is a range of every head's plane, and token
+ * t's keys are read through its sequence's page table (see cuda_batch.cu).
+ * Positions and slots are per token (device arrays). */
+
+/* x [n_tok][n_heads][head_dim] (tokens tok_stride floats apart) rotated in
+ * place, token t at position d_pos[t]. */
+tl_status tlc_rope_rows(tlc_ctx *c, float *x, int64_t n_tok, int64_t tok_stride, int n_heads, int head_dim,
+                        const int32_t *d_pos, const tlc_rope_params *p);
+/* k, v rows of n_tok tokens (tok_stride apart) into the f16 cache at each
+ * token's slot d_slot[t]. */
+tl_status tlc_kv_store_slots(tlc_ctx *c, const float *k, const float *v, int64_t n_tok, int64_t tok_stride,
+                             int n_kv_head, int head_dim, void *kc, void *vc, int64_t n_plane, const int32_t *d_slot);
+/* Splits a paged attention launch of n_tok tokens uses (max_len: the
+ * longest context any of them sees), and the scratch floats any launch of
+ * up to n_tok tokens needs. */
+int tlc_attn_paged_splits(int64_t n_tok, int n_kv_head, int64_t max_len);
+size_t tlc_attn_paged_scratch(int64_t n_tok, int n_head, int n_kv_head, int head_dim);
+/* Attention of n_tok tokens, token t at position d_pos[t] of sequence
+ * d_seq[t] (its page table at d_table + seq * table_stride), seeing keys
+ * d_pos[t] - window < p <= d_pos[t] (window <= 0: all); q rows q_stride
+ * apart, out [n_tok][n_head * head_dim]; head_dim <= 256, at most 8 query
+ * heads per KV head. */
+tl_status tlc_attn_paged(tlc_ctx *c, const float *q, int64_t q_stride, int64_t n_tok, const void *kc, const void *vc,
+                         int64_t n_plane, int n_head, int n_kv_head, int head_dim, const int32_t *d_pos,
+                         const int32_t *d_seq, const int32_t *d_table, int64_t table_stride, int block_shift,
+                         int window, float scale, int n_split, float *scratch, float *out);
+/* tlc_flash_prefill for one sequence whose blocks are given by its page
+ * table (d_table; NULL: the identity, as tlc_flash_prefill). */
+tl_status tlc_flash_prefill_paged(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,
+                                  int n_head, int n_kv_head, int head_dim, int64_t n_ctx, int64_t n_tok,
+                                  const int32_t *d_pos, float scale, float *out, const int32_t *d_table,
+                                  int block_shift);
+/* y = LayerNorm(x) * w + b per row (w, b may be NULL). */
+tl_status tlc_layernorm(tlc_ctx *c, const float *x, const float *w, const float *b, float eps, int64_t n,
+                        int64_t n_rows, float *out);
+/* x[t][i] = gelu(x[t][i]) for i < n, rows ld apart (tanh form). */
+tl_status tlc_gelu_rows(tlc_ctx *c, float *x, int64_t n_tok, int64_t n, int64_t ld);
+/* out[t][i] = gelu(in[t][i]) * in[t][n + i]: rows of [gate | up] -> [n]. */
+tl_status tlc_glu_gelu_rows(tlc_ctx *c, const float *in, float *out, int64_t n_tok, int64_t n);
+tl_status tlc_scale(tlc_ctx *c, float *x, float s, int64_t n);
+/* out[r][:] = x[d_rows[r]][:] (rows of n floats). */
+tl_status tlc_gather_rows(tlc_ctx *c, const float *x, int64_t n, const int32_t *d_rows, int64_t m, float *out);
+/* rows rows of width bytes, pitch bytes apart in both dst and src (device). */
+tl_status tlc_copy_2d(tlc_ctx *c, void *dst, const void *src, size_t pitch, size_t width, size_t rows);
+/* d_out[r] = argmax of row r of x (n values, rows ld apart; lowest index on ties). */
+tl_status tlc_argmax_rows(tlc_ctx *c, const float *x, int64_t n, int64_t ld, int64_t n_rows, int32_t *d_out);
+
 #ifdef __cplusplus
 }
 #endif

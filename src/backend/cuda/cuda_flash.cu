@@ -65,7 +65,8 @@ template <int D> struct fa_cfg {
 template <int D>
 __global__ void __launch_bounds__(FA_WARPS * 32)
 flash_prefill_k(const float *q, int64_t q_stride, const __half *kc, const __half *vc, int n_head, int G,
-                int64_t n_ctx, int64_t n_tok, const int32_t *d_pos, float scale_log2, float *out) {
+                int64_t n_ctx, int64_t n_tok, const int32_t *d_pos, float scale_log2, float *out,
+                const int32_t *table, int shift) {
     typedef fa_cfg<D> C;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     __half *sk = (__half *)fa_smem; /* [2][BK][LD] */
@@ -90,7 +91,9 @@ flash_prefill_k(const float *q, int64_t q_stride, const __half *kc, const __half
             const int r = i / CH, cc = i % CH;
             const int64_t p = p0 + r;
             const bool ok = p < kv_end;
-            const int64_t ps = ok ? p : 0;
+            const int64_t pc = ok ? p : 0;
+            /* through the page table when the sequence's blocks are not in order */
+            const int64_t ps = table ? ((int64_t)table[pc >> shift] << shift) | (pc & (((int64_t)1 << shift) - 1)) : pc;
             const uint32_t off = (uint32_t)((stage * C::TILE + r * C::LD + cc * 8) * 2);
             /* positions past the last valid one are zero-filled: they may
              * hold anything, and 0 * NaN would poison P V */
@@ -237,7 +240,7 @@ flash_prefill_k(const float *q, int64_t q_stride, const __half *kc, const __half
 template <int D>
 static cudaError_t fa_launch(tlc_ctx *c, const float *q, int64_t q_stride, const __half *kc, const __half *vc,
                              int n_head, int G, int64_t n_ctx, int64_t n_tok, const int32_t *d_pos, float scale,
-                             float *out) {
+                             float *out, const int32_t *table, int shift) {
     /* more than 48 KB of dynamic shared memory must be allowed per kernel;
      * setting it each call is a cheap host-side attribute write */
     cudaError_t e = cudaFuncSetAttribute(flash_prefill_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -245,7 +248,7 @@ static cudaError_t fa_launch(tlc_ctx *c, const float *q, int64_t q_stride, const
     if (e != cudaSuccess) return e;
     dim3 grid(tlc_div_up(n_tok, FA_BQ), n_head);
     flash_prefill_k<D><<<grid, FA_WARPS * 32, fa_cfg<D>::SMEM, c->stream>>>(
-        q, q_stride, kc, vc, n_head, G, n_ctx, n_tok, d_pos, scale * 1.4426950408889634f, out);
+        q, q_stride, kc, vc, n_head, G, n_ctx, n_tok, d_pos, scale * 1.4426950408889634f, out, table, shift);
     return cudaGetLastError();
 }
 
@@ -256,6 +259,14 @@ bool tlc_flash_prefill_supported(const tlc_ctx *c, tl_type kv_type, int head_dim
 tl_status tlc_flash_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,
                             int n_head, int n_kv_head, int head_dim, int64_t n_ctx, int64_t n_tok,
                             const int32_t *d_pos, float scale, float *out) {
+    return tlc_flash_prefill_paged(c, q, q_stride, kc, vc, n_head, n_kv_head, head_dim, n_ctx, n_tok, d_pos, scale,
+                                   out, NULL, 0);
+}
+
+tl_status tlc_flash_prefill_paged(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,
+                                  int n_head, int n_kv_head, int head_dim, int64_t n_ctx, int64_t n_tok,
+                                  const int32_t *d_pos, float scale, float *out, const int32_t *d_table,
+                                  int block_shift) {
     if (n_tok <= 0) return TL_OK;
     if (n_kv_head <= 0 || n_head % n_kv_head)
         return tl_err(TL_ERR_INVALID, "cuda: flash attention: %d heads over %d KV heads", n_head, n_kv_head);
@@ -264,10 +275,10 @@ tl_status tlc_flash_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const 
     cudaError_t e;
     if (head_dim == 128)
         e = fa_launch<128>(c, q, q_stride, (const __half *)kc, (const __half *)vc, n_head, G, n_ctx, n_tok, d_pos,
-                           scale, out);
+                           scale, out, d_table, block_shift);
     else if (head_dim == 64)
         e = fa_launch<64>(c, q, q_stride, (const __half *)kc, (const __half *)vc, n_head, G, n_ctx, n_tok, d_pos,
-                          scale, out);
+                          scale, out, d_table, block_shift);
     else
         return tl_err(TL_ERR_UNSUPPORTED, "cuda: flash attention with head_dim %d", head_dim);
     TLC_TRY(e, "flash attention (prefill)");
