@@ -265,7 +265,10 @@ static tl_status cb_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
     const int n_head = d->n_head_kv * 8; /* scratch for up to 8 query heads per KV head */
     const size_t att = cb_max(tlc_attn_decode_scratch(n_head, d->head_dim),
                               tlc_attn_paged_scratch(d->n_tokens, n_head, d->n_head_kv, d->head_dim));
-    const size_t gemm = bm->gemm_elems + nt * (size_t)bm->max_in + 128;
+    tlc_device_info di;
+    if ((s = tlc_get_device_info(bc->c, &di))) goto fail;
+    const size_t gemm = cb_max((bm->gemm_elems + nt * (size_t)bm->max_in + 128) * 2,
+                               tlc_mm_small_scratch(nt < 64 ? (int64_t)nt : 64, bm->max_in, d->max_n, di.n_sm));
     if ((s = cb_ctx_alloc(bc, (size_t)d->n_seq_max * (size_t)d->table_stride * 4, "page tables", (void **)&bc->d_table)) ||
         (s = cb_ctx_alloc(bc, (CB_IN_HDR + 5 * nt) * 4, "step inputs", (void **)&bc->d_in)) ||
         (s = cb_ctx_alloc(bc, nt * mk * 4, "normed input", (void **)&bc->xn)) ||
@@ -275,7 +278,7 @@ static tl_status cb_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
         (s = cb_ctx_alloc(bc, nt * (size_t)d->max_n * 4, "linear scratch", (void **)&bc->prod)) ||
         (s = cb_ctx_alloc(bc, nt * 2 * (size_t)d->max_n * 4, "gate/up scratch", (void **)&bc->gu)) ||
         (s = cb_ctx_alloc(bc, att * 4, "attention scratch", (void **)&bc->attn_scr)) ||
-        (s = cb_ctx_alloc(bc, gemm * 2, "GEMM scratch", &bc->gemm_scr)))
+        (s = cb_ctx_alloc(bc, gemm, "GEMM scratch", &bc->gemm_scr)))
         goto fail;
     if ((s = tlc_memset(bc->c, bc->d_table, 0, (size_t)d->n_seq_max * (size_t)d->table_stride * 4))) goto fail;
     if ((s = tlc_host_alloc((CB_IN_HDR + 5 * nt) * 4, (void **)&bc->h_in))) goto fail;

@@ -235,6 +235,12 @@ static tl_status cb_gemm(be_ctx *bc, const be_weight *w, const float *x, int64_t
     int64_t off = 0;
     for (int i = 0; i < np; i++) {
         const tlc_weight *p = w->one ? &w->all : &w->part[i];
+        if (tlc_mm_small_ok(p, m)) {
+            /* a few tokens: each weight read once, dequantized on the fly */
+            CB_TRY(tlc_mm_small(bc->c, p, x, m, y + off, ldy, mode, bc->gemm_scr));
+            off += p->n_out;
+            continue;
+        }
         for (int64_t r0 = 0; r0 < p->n_out; r0 += CB_GEMM_ROWS) {
             const int64_t nr = p->n_out - r0 < CB_GEMM_ROWS ? p->n_out - r0 : CB_GEMM_ROWS;
             const tlc_weight v = tlc_weight_rows(p, r0, nr);

@@ -25,33 +25,11 @@
 
 #include <math.h>
 
+#include "backend/cuda/cuda_mma.cuh"
+
 #define FA_BQ 64 /* query tokens per block (4 warps x 16) */
 #define FA_BK 64 /* KV positions per tile */
 #define FA_WARPS 4
-
-__device__ __forceinline__ uint32_t fa_pack(float a, float b) {
-    __half2 h = __floats2half2_rn(a, b);
-    return *(uint32_t *)&h;
-}
-
-__device__ __forceinline__ void fa_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void fa_ldm4(uint32_t r[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ void fa_ldm4t(uint32_t r[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
 
 template <int D> struct fa_cfg {
     static constexpr int LD = D + 8;                      /* padded row, in halves */
