@@ -254,6 +254,64 @@ int32_t tl_session_n_ctx(const tl_session *s);
 /* The session's context (its one sequence is 0), e.g. for tl_context_kv_stats. */
 tl_context *tl_session_context(tl_session *s);
 
+/* ---- LoRA adapters -------------------------------------------------------
+ *
+ * An adapter changes some of a model's weights to W + s * B A (A: rank x
+ * n_in, B: n_out x rank), with s = scale * alpha / rank (rsLoRA: alpha /
+ * sqrt(rank)). It is applied at run time beside the unchanged base weights
+ * (any type, quantized included), so one loaded model serves many adapters;
+ * each sequence of a context may use its own set (several adapters add up),
+ * and a batch mixing them is still one forward.
+ *
+ * Loading reads either a GGUF adapter (general.type = "adapter",
+ * adapter.type = "lora", adapter.lora.alpha, tensors "<weight>.lora_a" /
+ * "<weight>.lora_b", as llama.cpp's convert_lora_to_gguf.py writes) or a
+ * PEFT directory (adapter_config.json + adapter_model.safetensors; HF names
+ * mapped to the GGUF ones, llama's Q/K rows permuted in B as the model's
+ * converter permuted the base). Every tensor is checked against the model
+ * (name, shape, rank, type): a mismatch is an error naming the tensor, and
+ * the model is never changed. Adapted weights: attn_q/k/v/output and
+ * ffn_gate/up/down of the llama family and gemma3.
+ *
+ * An adapter may be used with any model whose adapted weights have the
+ * shapes it was checked against (attaching checks again); it must outlive
+ * every session or context using it. */
+
+typedef struct tl_lora tl_lora;
+
+/* One adapter in a set, with the user's scale (1: as trained). */
+typedef struct tl_lora_use {
+    const tl_lora *lora;
+    float scale;
+} tl_lora_use;
+
+typedef struct tl_lora_info {
+    const char *name;    /* file or directory name */
+    const char *format;  /* "gguf" or "peft" */
+    int32_t n_weights;   /* adapted weights */
+    int32_t rank_min, rank_max;
+    float alpha;         /* 0: the file gives none (s = scale) */
+    bool rslora;
+} tl_lora_info;
+
+/* path: a GGUF adapter file or a PEFT directory, for model m. */
+tl_status tl_lora_load(const tl_model *m, const char *path, tl_lora **out);
+void tl_lora_free(tl_lora *l);
+void tl_lora_get_info(const tl_lora *l, tl_lora_info *out);
+/* Bake n adapters into a copy of m's file: out_path gets every tensor and
+ * key of the model with W += s B A in each adapted weight. type: NULL keeps
+ * each merged weight's type, else a type name ("f16", "q8_0", ...) for the
+ * merged weights. n_threads <= 0: one. */
+tl_status tl_lora_merge(const tl_model *m, const tl_lora_use *u, int32_t n, const char *out_path, const char *type,
+                        int32_t n_threads);
+/* Sequence seq of a context uses these n adapters (at most 8; n = 0: none)
+ * from its next tl_decode on; the set stays with the sequence id until
+ * replaced (removing or truncating its positions keeps it). Tokens of
+ * sequences with different sets still run in one forward. */
+tl_status tl_seq_set_lora(tl_context *c, int32_t seq, const tl_lora_use *u, int32_t n);
+/* The same for a session's one sequence. */
+tl_status tl_session_set_lora(tl_session *s, const tl_lora_use *u, int32_t n);
+
 /* ---- device figures (GPU backends) --------------------------------------- */
 
 /* What tallow bench needs for its fraction-of-floor columns. */

@@ -246,6 +246,13 @@ tt_tensor *tt_matmul(tt_ctx *c, tt_tensor *a, tt_tensor *b);
 /* x [..., in] @ w[out, in]^T + bias[out] (bias may be NULL). */
 tt_tensor *tt_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias);
 
+/* x [..., in] @ W^T for a frozen W [out, in] held in a GGUF storage type
+ * (type: the GGUF/ggml type id: f32, f16, bf16 or a quantized block type;
+ * rows of `in` values, contiguous), e.g. a loaded model's weight that an
+ * adapter is trained on: dequantized tile by tile in forward and backward,
+ * never whole; W gets no gradient and must outlive the backward. */
+tt_tensor *tt_linear_frozen(tt_ctx *c, tt_tensor *x, const void *w, uint32_t type, int64_t in, int64_t out);
+
 /* ---- nn ops --------------------------------------------------------------- */
 tt_tensor *tt_softmax(tt_ctx *c, tt_tensor *x);     /* last dim */
 tt_tensor *tt_log_softmax(tt_ctx *c, tt_tensor *x); /* last dim */

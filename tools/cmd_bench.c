@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
 #include "tallow.h"
@@ -40,7 +41,9 @@ static void bench_usage(FILE *f) {
             "              tokens, generated tokens and sequences, comma separated\n"
             "  -ub N       tokens per forward in batched mode's prompt phase (default 512)\n"
             "  -o md|json  output format (default md; json: one object per line)\n"
-            "  --device cpu|cuda, -ngl N  backend\n");
+            "  --device cpu|cuda, -ngl N  backend\n"
+            "  --lora FILE[:SCALE]  LoRA adapter (repeatable): all on the plain tests; in batched mode\n"
+            "              sequence i uses the (i mod n)-th alone\n");
 }
 
 typedef struct bench_opts {
@@ -50,6 +53,7 @@ typedef struct bench_opts {
     int32_t npp[16], ntg[16], npl[16], n_npp, n_ntg, n_npl;
     bool json;
     tl_model_params mp;
+    args_lora la;
 } bench_opts;
 
 typedef struct bench_env {
@@ -159,6 +163,10 @@ static int bench_plain(const bench_opts *o, bench_env *e) {
         sp.n_batch = o->n_prompt > 0 ? o->n_prompt : 512;
         tl_session *s;
         if (bench_fail(tl_session_init(e->m, &sp, &s))) return 1;
+        if (!args_lora_attach(&o->la, s, "bench")) {
+            tl_session_free(s);
+            return 1;
+        }
         for (int test = 0; test < 2 && !rc; test++) {
             const int32_t n = test == 0 ? o->n_prompt : o->n_gen;
             if (n == 0) continue;
@@ -269,6 +277,11 @@ static int bench_batched(const bench_opts *o, bench_env *e) {
     cp.n_threads = o->tlist[0];
     tl_context *c;
     if (bench_fail(tl_context_init(e->m, &cp, &c))) return 1;
+    for (int32_t s = 0; o->la.n && s < max_npl; s++) /* mixed adapters: sequence s uses the (s mod n)-th */
+        if (bench_fail(tl_seq_set_lora(c, s, &o->la.use[s % o->la.n], 1))) {
+            tl_context_free(c);
+            return 1;
+        }
     if (!o->json) {
         printf("\nn_kv_max = %d, n_batch = %d, n_threads = %d, backend = %s\n\n", tl_context_n_ctx(c), o->ubatch,
                o->tlist[0], e->gpu ? "CUDA" : "CPU");
@@ -336,7 +349,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-ntg")) ok = args_str(argc, argv, &i, &ntg);
         else if (!strcmp(a, "-npl")) ok = args_str(argc, argv, &i, &npl);
         else if (!strcmp(a, "-o")) ok = args_str(argc, argv, &i, &fmt);
-        else if (args_model_flag(argc, argv, &i, &o->mp, &ok)) {
+        else if (args_model_flag(argc, argv, &i, &o->mp, &ok) || args_lora_flag(argc, argv, &i, &o->la, &ok)) {
             /* shared flags: parsed (ok says whether the value was good) */
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             bench_usage(stdout);
@@ -375,6 +388,10 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "tallow bench: %s\n", tl_last_error());
         return 1;
     }
+    if (!args_lora_load(&o.la, e.m, "bench")) {
+        tl_model_free(e.m);
+        return 1;
+    }
     tl_model_get_info(e.m, &e.info);
     e.n_toks = 4096 + o.n_prompt + o.n_gen + o.depth;
     e.toks = malloc((size_t)e.n_toks * sizeof *e.toks);
@@ -410,6 +427,7 @@ int cmd_bench(int argc, char **argv) {
     rc = o.n_npl ? bench_batched(&o, &e) : bench_plain(&o, &e);
 done:
     free(e.toks);
+    args_lora_free(&o.la);
     tl_model_free(e.m);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
 #include "tallow.h"
@@ -43,6 +44,7 @@ static void chat_usage(FILE *f) {
             "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --repeat-last-n N --seed N\n"
             "  --device cpu|cuda   backend (default cpu)\n"
             "  --stats             after each reply print tokens prefilled/reused and speed to stderr\n"
+            ARGS_LORA_USAGE
             "  -v                  verbose loading\n"
             "In the chat: Ctrl-C stops a reply, Ctrl-D exits, a line ending in \\ continues,\n"
             "/reset clears the conversation, /exit quits.\n");
@@ -150,6 +152,7 @@ int cmd_chat(int argc, char **argv) {
     tl_model_params mp = tl_model_default_params();
     smp.seed = 24301;
     bool stats = false;
+    args_lora la = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -161,7 +164,8 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) ok = args_int(argc, argv, &i, 16, 1 << 24, &sp.n_ctx);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) ok = args_int(argc, argv, &i, 1, 1 << 16, &sp.n_batch);
         else if (!strcmp(a, "--stats")) stats = true;
-        else if (args_model_flag(argc, argv, &i, &mp, &ok) || args_sampler_flag(argc, argv, &i, &smp, &ok)) {
+        else if (args_model_flag(argc, argv, &i, &mp, &ok) || args_sampler_flag(argc, argv, &i, &smp, &ok) ||
+                 args_lora_flag(argc, argv, &i, &la, &ok)) {
             /* shared flags: parsed (ok says whether the value was good) */
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             chat_usage(stdout);
@@ -204,6 +208,7 @@ int cmd_chat(int argc, char **argv) {
     }
     if ((st = tl_model_load(model_path, &mp, &m))) goto fail;
     if ((st = tl_session_init(m, &sp, &s))) goto fail;
+    if (!args_lora_load(&la, m, "chat") || !args_lora_attach(&la, s, "chat")) goto out;
     tl_model_info info;
     tl_model_get_info(m, &info);
     if ((st = tl_sampler_init(&smp, info.n_vocab, &sampler))) goto fail;
@@ -385,6 +390,7 @@ out:
     tl_detok_free(dt);
     tl_sampler_free(sampler);
     tl_session_free(s);
+    args_lora_free(&la);
     tl_model_free(m);
     return rc;
 }

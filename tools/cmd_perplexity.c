@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
 #include "tallow.h"
@@ -22,12 +23,14 @@ static void ppl_usage(FILE *f) {
             "  -c N        chunk (context) length (default 512)\n"
             "  --chunks N  evaluate at most N chunks (default: all)\n"
             "  -t N        threads (default: all cores)\n"
+            ARGS_LORA_USAGE
             "  -b N        batch size (default: min(512, c))\n");
 }
 
 int cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL;
     int32_t n_ctx = 512, max_chunks = -1, n_threads = 0, n_batch = 0;
+    args_lora la = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -37,6 +40,9 @@ int cmd_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "--chunks")) ok = args_int(argc, argv, &i, 1, 1 << 30, &max_chunks);
         else if (!strcmp(a, "-t")) ok = args_int(argc, argv, &i, 1, 1024, &n_threads);
         else if (!strcmp(a, "-b")) ok = args_int(argc, argv, &i, 1, 1 << 16, &n_batch);
+        else if (args_lora_flag(argc, argv, &i, &la, &ok)) {
+            /* --lora FILE[:SCALE]: parsed (ok says whether it was good) */
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             ppl_usage(stdout);
             return 0;
@@ -73,6 +79,7 @@ int cmd_perplexity(int argc, char **argv) {
     sp.n_batch = n_batch ? n_batch : (n_ctx < 512 ? n_ctx : 512);
     sp.n_threads = n_threads;
     if (tl_session_init(m, &sp, &s)) goto fail;
+    if (!args_lora_load(&la, m, "perplexity") || !args_lora_attach(&la, s, "perplexity")) goto out;
 
     /* a token is at least one byte, so len + 2 (BOS/EOS) bounds the count */
     if (len > (size_t)INT32_MAX - 2) {
@@ -147,6 +154,7 @@ out:
     free(toks);
     free(text);
     tl_session_free(s);
+    args_lora_free(&la);
     tl_model_free(m);
     return rc;
 }

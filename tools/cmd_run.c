@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
 #include "tallow.h"
@@ -25,6 +26,7 @@ static void run_usage(FILE *f) {
             "  --ignore-eos        keep generating past end-of-generation tokens\n"
             "  --no-special        do not parse special-token text in the prompt\n"
             "  --device cpu|cuda   backend (default cpu); -ngl N is accepted as --device cuda\n"
+            ARGS_LORA_USAGE
             "  -v                  verbose loading\n");
 }
 
@@ -36,6 +38,7 @@ int cmd_run(int argc, char **argv) {
     tl_model_params mp = tl_model_default_params();
     smp.seed = 24301;
     bool ignore_eos = false, parse_special = true;
+    args_lora la = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -48,7 +51,8 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) ok = args_int(argc, argv, &i, 1, 1 << 16, &sp.n_batch);
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-special")) parse_special = false;
-        else if (args_model_flag(argc, argv, &i, &mp, &ok) || args_sampler_flag(argc, argv, &i, &smp, &ok)) {
+        else if (args_model_flag(argc, argv, &i, &mp, &ok) || args_sampler_flag(argc, argv, &i, &smp, &ok) ||
+                 args_lora_flag(argc, argv, &i, &la, &ok)) {
             /* shared flags: parsed (ok says whether the value was good) */
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             run_usage(stdout);
@@ -91,6 +95,7 @@ int cmd_run(int argc, char **argv) {
     if ((st = tl_model_load(model_path, &mp, &m))) goto fail;
     int64_t t_load = tl_time_us() - t0;
     if ((st = tl_session_init(m, &sp, &s))) goto fail;
+    if (!args_lora_load(&la, m, "run") || !args_lora_attach(&la, s, "run")) goto out;
     tl_model_info info;
     tl_model_get_info(m, &info);
     if ((st = tl_sampler_init(&smp, info.n_vocab, &sampler))) goto fail;
@@ -155,6 +160,7 @@ out:
     tl_detok_free(dt);
     tl_sampler_free(sampler);
     tl_session_free(s);
+    args_lora_free(&la);
     tl_model_free(m);
     return rc;
 }

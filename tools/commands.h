@@ -20,5 +20,7 @@ int cmd_export(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_lora(int argc, char **argv);
+int cmd_finetune(int argc, char **argv);
 
 #endif

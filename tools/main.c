@@ -24,6 +24,8 @@ static const tool_cmd tool_cmds[] = {
     {"perplexity", cmd_perplexity, "perplexity of a model on a text file (llama.cpp method)"},
     {"quantize", cmd_quantize, "rewrite a GGUF model in another tensor type (q8_0, q4_k_m, ...)"},
     {"convert", cmd_convert, "convert a Hugging Face checkpoint (safetensors) to GGUF"},
+    {"finetune", cmd_finetune, "train a LoRA adapter on a GGUF model (base frozen), written as a GGUF adapter"},
+    {"lora", cmd_lora, "merge LoRA adapters into a model (lora merge), or check them (lora info)"},
 };
 
 static void tool_usage(FILE *f) {

@@ -67,6 +67,28 @@ typedef struct be_qkv_epi {
     const be_rope *rope;          /* NULL: no rotation (learned positions) */
 } be_qkv_epi;
 
+/* A low-rank term of a linear (a LoRA adapter's): for each of its rows,
+ *   y[row][col0 .. col0 + n_out) += scale * B (A xn[row])
+ * where xn is the linear's input after its in_norm and y the product
+ * (before bias, activation, post-norm, the residual add and the QKV
+ * epilogue, all of which then see it). col0 places it in a stacked weight's
+ * outputs ([q | k | v], [gate; up]). a, b, rows and tmp are backend memory. */
+typedef struct be_lowrank_term {
+    const float *a;      /* [rank][n_in] */
+    const float *b;      /* [n_out][rank] */
+    int32_t rank;
+    int64_t col0, n_out;
+    float scale;
+    const int32_t *rows; /* [n_rows] rows of the linear's x, ascending */
+    int32_t n_rows;
+} be_lowrank_term;
+
+typedef struct be_lowrank {
+    int32_t n;
+    const be_lowrank_term *t;
+    float *tmp;          /* scratch [max n_rows][max rank] */
+} be_lowrank;
+
 /* One application of a weight: the engine's one linear point.
  *   y = act(W norm(x) + bias), then post-normed (gemma3), then stored or
  *   added into y. x [m][n_in]; y rows are ldy floats apart (0: n_out). */
@@ -92,6 +114,7 @@ typedef struct be_linear {
     const be_weight *next_w;
     const be_qkv_epi *qkv;  /* QKV projection epilogue, or NULL */
     int32_t *argmax;        /* also each row's argmax (lowest index on ties) into [m] backend ints */
+    const be_lowrank *lowrank; /* low-rank terms added to the product (LoRA), or NULL */
 } be_linear;
 
 /* Causal attention of m tokens against their sequences' KV (the current

@@ -6,6 +6,7 @@
 
 #include "base/cpu.h"
 #include "llm/context.h"
+#include "lora/lora.h"
 
 #define CTX_OUT_CAP 64 /* output rows per head pass (the backend's logits buffer) */
 
@@ -115,6 +116,7 @@ void tl_context_free(tl_context *c) {
     free(c->pos), free(c->seq), free(c->slot), free(c->out_of);
     free(c->step_out), free(c->add), free(c->len0), free(c->copies);
     free(c->h_logits), free(c->h_embd), free(c->h_argmax);
+    lora_ctx_free(c);
     free(c);
 }
 
@@ -212,7 +214,8 @@ static tl_status ctx_step(tl_context *c, const tl_batch *b, int32_t i0, int32_t 
     if (first) st.n_dirty = kv_take_dirty(&c->kv, &st.dirty_seq);
     llm_run r = {.c = c, .model = c->model, .be = c->be, .bc = c->bc, .a = &c->a, .m = m, .n_out = n_out,
                  .out_base = *out_base};
-    tl_status s = c->be->step_run(c->bc, &st, llm_forward, &r);
+    tl_status s = lora_ctx_step(c, i0, m);
+    if (!s) s = c->be->step_run(c->bc, &st, llm_forward, &r);
     if (s) return s;
     if (n_out) {
         /* the forward read every chunk but the last; that one stays pending */

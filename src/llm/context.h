@@ -44,6 +44,10 @@ struct tl_context {
     int32_t *h_argmax;                  /* [cap_out] */
     int32_t pend0, pend_n;              /* outputs [pend0, pend0 + pend_n) still in backend memory */
     bool pend_argmax;                   /* their argmax was read already */
+    /* LoRA (src/lora/lora_ctx.c): each sequence's adapter set and the step's plan; NULL until attached */
+    struct lora_set *seq_lora;          /* [n_seq_max] */
+    struct lora_plan *lora;
+    const struct lora_set **row_set;    /* [n_batch] the step's rows' sets */
 };
 
 /* One step's forward state (a be_forward_fn argument). */

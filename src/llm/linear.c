@@ -9,8 +9,12 @@
  * by then: be_linear carries it to the backend).
  * Owns nothing. Calls: backend. */
 #include "llm/context.h"
+#include "lora/lora.h"
 
 tl_status llm_linear(llm_run *r, const be_linear *l) {
+    be_linear with;
+    be_lowrank lr;
+    l = lora_linear(r, l, &with, &lr); /* the adapters' terms for this weight, if any */
     tl_status s = r->be->linear(r->bc, l);
     if (s) return tl_err_prefix(s, "linear (layer %d, weight %d): ", l->layer, l->wid);
     return TL_OK;

@@ -38,6 +38,11 @@ tl_status tl_session_init(tl_model *m, const tl_session_params *params, tl_sessi
     return TL_OK;
 }
 
+tl_status tl_session_set_lora(tl_session *s, const tl_lora_use *u, int32_t n) {
+    if (!s) return tl_err(TL_ERR_INVALID, "tl_session_set_lora: NULL session");
+    return tl_seq_set_lora(s->c, 0, u, n);
+}
+
 void tl_session_free(tl_session *s) {
     if (!s) return;
     tl_context_free(s->c);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/lowrank.h"
 #include "base/cpu.h"
 #include "ops/ops.h"
 
@@ -286,6 +287,27 @@ static void cpu_argmax(const float *y, int64_t n, int64_t ld, int64_t m, int32_t
     }
 }
 
+/* The linear's low-rank terms into its parts' outputs (a GLU's up half is
+ * the stack's second matrix), located by their column in the stack. */
+static tl_status cpu_lowrank(be_ctx *bc, const be_linear *l, const float *x, bool glu, float *const *ys,
+                             const int64_t *lds) {
+    const be_weight *w = l->w;
+    for (int32_t k = 0; k < l->lowrank->n; k++) {
+        const be_lowrank_term *t = &l->lowrank->t[k];
+        int64_t off = 0;
+        int part = -1;
+        for (int i = 0; i < w->n && part < 0; i++) {
+            if (t->col0 >= off && t->col0 + t->n_out <= off + w->t[i]->ne[1]) part = i;
+            else off += w->t[i]->ne[1];
+        }
+        if (part < 0 || (glu && part > 1))
+            return tl_err(TL_ERR_INVALID, "cpu backend: low-rank term at columns %lld..%lld is outside the weight",
+                          (long long)t->col0, (long long)(t->col0 + t->n_out));
+        cpu_lowrank_term(bc->tp, t, w->n_in, x, w->n_in, ys[part] + (t->col0 - off), lds[part], l->lowrank->tmp);
+    }
+    return TL_OK;
+}
+
 static tl_status cpu_linear(be_ctx *bc, const be_linear *l) {
     const be_weight *w = l->w;
     const int64_t m = l->m;
@@ -317,6 +339,7 @@ static tl_status cpu_linear(be_ctx *bc, const be_linear *l) {
         }
     }
     if ((s = ops_matmul_multi_ld(&bc->ops, w->t, w->n, x, m, ys, lds))) return s;
+    if (l->lowrank && (s = cpu_lowrank(bc, l, x, glu, ys, lds))) return s;
     for (int64_t j = 0; j < m; j++) {
         float *r = out + j * ld;
         if (l->bias) ops_add_bias(r, l->bias, n_out, 1);

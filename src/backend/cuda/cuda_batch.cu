@@ -114,35 +114,46 @@ __global__ void __launch_bounds__(PA_WARPS * 32) attn_paged_k(pa_args a) {
             acc[g][e] = 0.0f;
         }
     }
-    for (int64_t p = p0 + w; p < p1; p += PA_WARPS) {
-        const int64_t slot = ((int64_t)tab[p >> a.shift] << a.shift) | (p & mask);
-        const __half *kr = a.kc + ((int64_t)h * a.n_plane + slot) * D + lane * E;
-        const __half *vr = a.vc + ((int64_t)h * a.n_plane + slot) * D + lane * E;
-        float k[E], v[E];
+    /* two positions per warp in flight: both rows are loaded before either is used */
+    for (int64_t p = p0 + w; p < p1; p += 2 * PA_WARPS) {
+        float k[2][E], v[2][E];
 #pragma unroll
-        for (int e = 0; e < E; e++) {
-            k[e] = act && lane * E + e < D ? __half2float(kr[e]) : 0.0f;
-            v[e] = act && lane * E + e < D ? __half2float(vr[e]) : 0.0f;
+        for (int j = 0; j < 2; j++) {
+            const int64_t pj = p + j * PA_WARPS;
+            const bool in = pj < p1;
+            const int64_t slot = in ? ((int64_t)tab[pj >> a.shift] << a.shift) | (pj & mask) : 0;
+            const __half *kr = a.kc + ((int64_t)h * a.n_plane + slot) * D + lane * E;
+            const __half *vr = a.vc + ((int64_t)h * a.n_plane + slot) * D + lane * E;
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                const bool ok = in && act && lane * E + e < D;
+                k[j][e] = ok ? __half2float(kr[e]) : 0.0f;
+                v[j][e] = ok ? __half2float(vr[e]) : 0.0f;
+            }
         }
-        float sc[GM];
 #pragma unroll
-        for (int g = 0; g < GM; g++) {
-            sc[g] = 0.0f;
+        for (int j = 0; j < 2; j++) {
+            if (p + j * PA_WARPS >= p1) break;
+            float sc[GM];
 #pragma unroll
-            for (int e = 0; e < E; e++) sc[g] += q[g][e] * k[e];
-        }
+            for (int g = 0; g < GM; g++) {
+                sc[g] = 0.0f;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
+                for (int e = 0; e < E; e++) sc[g] += q[g][e] * k[j][e];
+            }
 #pragma unroll
-            for (int g = 0; g < GM; g++) sc[g] += __shfl_xor_sync(0xffffffffu, sc[g], o);
+            for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
-        for (int g = 0; g < GM; g++) {
-            const float mn = fmaxf(m[g], sc[g]);
-            const float corr = __expf(m[g] - mn), pw = __expf(sc[g] - mn);
-            l[g] = l[g] * corr + pw;
+                for (int g = 0; g < GM; g++) sc[g] += __shfl_xor_sync(0xffffffffu, sc[g], o);
 #pragma unroll
-            for (int e = 0; e < E; e++) acc[g][e] = acc[g][e] * corr + pw * v[e];
-            m[g] = mn;
+            for (int g = 0; g < GM; g++) {
+                const float mn = fmaxf(m[g], sc[g]);
+                const float corr = __expf(m[g] - mn), pw = __expf(sc[g] - mn);
+                l[g] = l[g] * corr + pw;
+#pragma unroll
+                for (int e = 0; e < E; e++) acc[g][e] = acc[g][e] * corr + pw * v[j][e];
+                m[g] = mn;
+            }
         }
     }
     /* merge the warps: each writes its state, warp 0 combines */

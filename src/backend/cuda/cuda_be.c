@@ -281,6 +281,18 @@ static tl_status cb_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
         (s = cb_ctx_alloc(bc, gemm, "GEMM scratch", &bc->gemm_scr)))
         goto fail;
     if ((s = tlc_memset(bc->c, bc->d_table, 0, (size_t)d->n_seq_max * (size_t)d->table_stride * 4))) goto fail;
+    if (bc->contig) {
+        /* kv_cache keeps one sequence's blocks in order: its table is the identity */
+        int32_t *id = malloc((size_t)d->table_stride * 4);
+        if (!id) {
+            s = tl_err(TL_ERR_NOMEM, "cuda backend: out of memory");
+            goto fail;
+        }
+        for (int32_t i = 0; i < d->table_stride; i++) id[i] = i;
+        s = tlc_upload(bc->c, bc->d_table, id, (size_t)d->table_stride * 4);
+        free(id);
+        if (s) goto fail;
+    }
     if ((s = tlc_host_alloc((CB_IN_HDR + 5 * nt) * 4, (void **)&bc->h_in))) goto fail;
     if ((s = tlc_sync(bc->c))) goto fail;
     *out = bc;
@@ -351,7 +363,8 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
     /* the previous step's graph may still read the pinned inputs */
     tl_status s = tlc_sync(c);
     if (s) return s;
-    for (int32_t i = 0; i < st->n_dirty; i++) {
+    /* one sequence: the table is the identity, written once at init */
+    for (int32_t i = 0; i < st->n_dirty && !bc->contig; i++) {
         const int32_t q = st->dirty_seq[i];
         const size_t off = (size_t)q * (size_t)st->table_stride;
         if ((s = tlc_upload_async(c, bc->d_table + off, st->table + off, (size_t)st->table_stride * 4))) return s;
