@@ -76,6 +76,28 @@ void tl_model_get_info(const tl_model *m, tl_model_info *out);
 /* The model's chat template (tokenizer.chat_template), or NULL if it has none. */
 const char *tl_model_chat_template(const tl_model *m);
 
+/* ---- CUDA tuning -----------------------------------------------------------
+ * How the CUDA backend's kernels split their work. tl_model_load copies it
+ * when the model is placed on the device (tl_model_params.cuda_tuning; NULL:
+ * tl_cuda_tuning_default()) and rejects a value outside its range with
+ * TL_ERR_INVALID naming the field. The defaults (in brackets) are the fastest
+ * measured on an H200 (docs/PERFORMANCE.md); the others are for other cards.
+ * A setting changes speed, and where it moves a split the order of a sum, so
+ * results may differ in the last bits; flash_prefill off computes the prompt
+ * attention in f32 instead of f16. The library reads no environment: a tool
+ * may map its own flags or variables onto these fields. Ignored on the CPU. */
+struct tl_cuda_tuning {
+    bool pdl;               /* programmatic dependent launch: a kernel loads weights as the one before ends [true] */
+    bool flash_prefill;     /* prompt attention on the tensor cores (f16 cache, head_dim 64 or 128) [true] */
+    int32_t att_split_min;  /* decode attention: fewest positions per split, 1..4096; 8x it merge in a cluster [16] */
+    int32_t mv_store_units; /* QKV and output-head matvecs: 16-byte units per lane in flight, 1/2/4/8, 0: by type [0] */
+    int32_t mv_glu_units;   /* gate/up matvec: the same, 0: 2 [0] */
+    int32_t mv_split_max;   /* Wo/down with fewer 32-row groups than SMs: most blocks sharing a group, 1/2/4 [4] */
+};
+/* The defaults above. mv_store_units 0 means 2 for quantized weights, 8 for
+ * 16-bit float rows of at most 2048 values and 4 for other float rows. */
+tl_cuda_tuning tl_cuda_tuning_default(void);
+
 /* One chat turn (UTF-8). */
 typedef struct tl_chat_message {
     const char *role;    /* "system", "user", "assistant", ... */

@@ -276,7 +276,7 @@ static void test_rows(tlc_ctx *c) {
 
 int main(void) {
     tlc_ctx *c;
-    OK(tlc_init(0, &c));
+    OK(tlc_init(0, NULL, &c));
     const tl_type types[] = {TL_TYPE_Q4_0, TL_TYPE_Q4_1, TL_TYPE_Q8_0, TL_TYPE_Q4_K, TL_TYPE_Q6_K};
     const int64_t shapes[][3] = {{256, 100, 2}, {512, 130, 5}, {1024, 64, 8}, {256, 77, 13},
                                  {512, 200, 16}, {256, 64, 33}, {768, 300, 64}, {4096, 96, 4}};

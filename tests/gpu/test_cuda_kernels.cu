@@ -33,7 +33,7 @@ extern "C" {
 #include "base/fp16.h"
 #include "quant/quant.h"
 }
-#include "backend/cuda/cuda_mv.cuh" /* the probe launches on the context's stream; mvs_supported */
+#include "backend/cuda/cuda_common.cuh" /* the probe launches on the context's stream; tuning fields */
 
 static int n_pass, n_fail, n_skip;
 
@@ -323,9 +323,7 @@ static int q8_mismatch(const std::vector<uint8_t> &q, const float *v, int64_t n)
 /* The decode fusions: act_prep_ss -> matvec with the RMSNorm folded in
  * (STORE, GLU with the q8_1 epilogue) and ACCUM with the epilogue that
  * prepares the next norm. Oracle: float64 rmsnorm + dequantized weights. */
-/* epi: the q8_1 epilogue variant (TLC_EPI_*) for both modes */
-static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int epi) {
-    tlc_set_mv_epilogue(c, epi, epi);
+static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out) {
     std::vector<uint8_t> raw = random_weight(t, n_in, n_out);
     std::vector<float> W;
     if (!cpu_dequant(t, raw, n_in, n_out, W)) {
@@ -423,42 +421,37 @@ static void test_fused(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int e
           tl_type_name(t), (long long)n_out, (long long)n_in, e_acc, bad_e);
 
     /* the same with each block quantizing the f32 input itself (in_q8, how
-     * the down projection reads the GLU output), under every epilogue
-     * variant: act_prep's bytes, so y, the epilogue's f32/q8_1/sums must be
-     * bit-identical to the same launch reading act_prep's q8_1 */
+     * the down projection reads the GLU output): act_prep's bytes, so y, the
+     * epilogue's f32/q8_1/sums must be bit-identical to the same launch
+     * reading act_prep's q8_1 */
     const bool iq = tlc_mv_in_q8_ok(&w);
     int diff_iq = 0, n_iq = 0;
     const int keep_ks = c->mv_ks, kss[2] = {1, keep_ks};
     /* unsplit, and with the rows split over a cluster as the engine may
-     * (each split sums in its own order: the reference runs alike, under
-     * the same epilogue variant, which picks the kernel) */
+     * (each split sums in its own order: the reference runs alike) */
     for (int j = 0; iq && j < (keep_ks > 1 ? 2 : 1); j++) {
         c->mv_ks = kss[j];
-        for (int ea = TLC_EPI_SPLIT; ea <= TLC_EPI_BLOCK; ea++) {
-            tlc_set_mv_epilogue(c, epi, ea);
-            up(c, dy, y0.data(), n_out * 4);
-            OK(tlc_matvec_fused(c, &w, dxf.f(), dxq.p, dy.f(), TLC_MV_ACCUM, &fe));
-            y = down(c, dy, n_out);
-            yf = down(c, dyf, n_out);
-            yss = down(c, dyss, n_out / 32);
-            OK(tlc_download(c, yq.data(), dyq.p, yq.size()));
-            up(c, dy, y0.data(), n_out * 4);
-            dyf.poison();
-            dyq.poison();
-            dyss.poison();
-            tlc_mv_fuse fi = fe;
-            fi.in_q8 = true;
-            OK(tlc_matvec_fused(c, &w, dxf.f(), NULL, dy.f(), TLC_MV_ACCUM, &fi));
-            std::vector<float> y2 = down(c, dy, n_out), yf2 = down(c, dyf, n_out), yss2 = down(c, dyss, n_out / 32);
-            std::vector<uint8_t> yq2(yq.size());
-            OK(tlc_download(c, yq2.data(), dyq.p, yq2.size()));
-            diff_iq += memcmp(y2.data(), y.data(), n_out * 4) != 0;
-            diff_iq += memcmp(yf2.data(), yf.data(), n_out * 4) != 0;
-            diff_iq += memcmp(yss2.data(), yss.data(), n_out / 32 * 4) != 0;
-            diff_iq += memcmp(yq2.data(), yq.data(), yq.size()) != 0;
-            n_iq += 4;
-        }
-        tlc_set_mv_epilogue(c, epi, epi); /* back to the variant under test (the GLU below) */
+        up(c, dy, y0.data(), n_out * 4);
+        OK(tlc_matvec_fused(c, &w, dxf.f(), dxq.p, dy.f(), TLC_MV_ACCUM, &fe));
+        y = down(c, dy, n_out);
+        yf = down(c, dyf, n_out);
+        yss = down(c, dyss, n_out / 32);
+        OK(tlc_download(c, yq.data(), dyq.p, yq.size()));
+        up(c, dy, y0.data(), n_out * 4);
+        dyf.poison();
+        dyq.poison();
+        dyss.poison();
+        tlc_mv_fuse fi = fe;
+        fi.in_q8 = true;
+        OK(tlc_matvec_fused(c, &w, dxf.f(), NULL, dy.f(), TLC_MV_ACCUM, &fi));
+        std::vector<float> y2 = down(c, dy, n_out), yf2 = down(c, dyf, n_out), yss2 = down(c, dyss, n_out / 32);
+        std::vector<uint8_t> yq2(yq.size());
+        OK(tlc_download(c, yq2.data(), dyq.p, yq2.size()));
+        diff_iq += memcmp(y2.data(), y.data(), n_out * 4) != 0;
+        diff_iq += memcmp(yf2.data(), yf.data(), n_out * 4) != 0;
+        diff_iq += memcmp(yss2.data(), yss.data(), n_out / 32 * 4) != 0;
+        diff_iq += memcmp(yq2.data(), yq.data(), yq.size()) != 0;
+        n_iq += 4;
     }
     c->mv_ks = keep_ks;
     if (iq)
@@ -720,74 +713,6 @@ static int cache_diffs(tlc_ctx *c, dbuf &k1, dbuf &k2, dbuf &v1, dbuf &v2, size_
     return bad;
 }
 
-/* The decode attention with Wo folded in (tlc_attn_wo_decode) against the
- * attention followed by the Wo matvec with its q8_1 epilogue: the residual,
- * x o g, its q8_1 and the sums of squares (summation orders differ). */
-static void test_attn_wo(tlc_ctx *c, int hd, int nh, int nkv, int pos) {
-    const int n = nh * hd, n_ctx = 256, total = pos + 1;
-    std::vector<uint8_t> raw = random_weight(TL_TYPE_Q4_0, n, n);
-    dweight dwt(c, TL_TYPE_Q4_0, n, n, raw);
-    tlc_weight &w = dwt.w;
-    std::vector<float> K((size_t)total * nkv * hd), V(K.size()), Q(n), y0(n), g(n);
-    for (auto &v : K) v = rnd_normal();
-    for (auto &v : V) v = rnd_normal();
-    for (auto &v : Q) v = rnd_normal();
-    for (auto &v : y0) v = rnd_normal();
-    for (auto &v : g) v = 0.5f + rnd_unif();
-    const size_t cache = (size_t)nkv * n_ctx * hd * 2;
-    dbuf dk(c, cache, "kc"), dv(c, cache, "vc"), dK(c, K.size() * 4, "K"), dV(c, V.size() * 4, "V"), dq(c, n * 4, "q"),
-        dp(c, 4, "pos"), scr(c, tlc_attn_decode_scratch(nh, hd) * 4, "scratch"), att(c, n * 4, "att"),
-        attq(c, tlc_q8_bytes(n), "att q8"), dg(c, n * 4, "g");
-    dbuf ya(c, n * 4, "ya"), yb(c, n * 4, "yb"), fa(c, n * 4, "fa"), fb(c, n * 4, "fb"), qa(c, tlc_q8_bytes(n), "qa"),
-        qb(c, tlc_q8_bytes(n), "qb"), sa(c, n / 32 * 4, "sa"), sb(c, n / 32 * 4, "sb");
-    up(c, dK, K.data(), K.size() * 4);
-    up(c, dV, V.data(), V.size() * 4);
-    up(c, dq, Q.data(), n * 4);
-    up(c, dg, g.data(), n * 4);
-    up(c, ya, y0.data(), n * 4);
-    up(c, yb, y0.data(), n * 4);
-    int32_t p0 = 0;
-    up(c, dp, &p0, 4);
-    OK(tlc_kv_store(c, dK.f(), dV.f(), total, 0, nkv, hd, dk.p, dv.p, TL_TYPE_F16, n_ctx, (const int32_t *)dp.p));
-    up(c, dp, &pos, 4);
-    const float scale = 1.0f / sqrtf((float)hd);
-    tlc_mv_fuse fa_ = {}, fb_ = {};
-    fa_.out_norm = fb_.out_norm = dg.f();
-    fa_.out_f = fa.f(), fa_.out_q = qa.p, fa_.out_ss = sa.f();
-    fb_.out_f = fb.f(), fb_.out_q = qb.p, fb_.out_ss = sb.f();
-    OK(tlc_attn_decode(c, dq.f(), dk.p, dv.p, TL_TYPE_F16, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale, scr.f(),
-                       att.f(), attq.p));
-    OK(tlc_matvec_fused(c, &w, att.f(), attq.p, ya.f(), TLC_MV_ACCUM, &fa_));
-    const bool keep = c->att_wo;
-    c->att_wo = true;
-    tlc_attn_plan(c, tlc_attn_cluster_len(c));
-    const bool ok = tlc_attn_wo_ok(c, &w, TL_TYPE_F16, nh, nkv, hd);
-    if (ok)
-        OK(tlc_attn_wo_decode(c, dq.f(), dk.p, dv.p, TL_TYPE_F16, nh, nkv, hd, n_ctx, (const int32_t *)dp.p, scale,
-                              scr.f(), &w, yb.f(), &fb_));
-    tlc_attn_plan(c, 0);
-    c->att_wo = keep;
-    CHECK(ok, "attention+wo hd=%d heads %d/%d: not taken", hd, nh, nkv);
-    if (!ok) return;
-    std::vector<float> a = down(c, ya, n), b = down(c, yb, n), xa = down(c, fa, n), xb = down(c, fb, n),
-                       ssa = down(c, sa, n / 32), ssb = down(c, sb, n / 32);
-    std::vector<double> ra(a.begin(), a.end()), rx(xa.begin(), xa.end()), rs(ssa.begin(), ssa.end());
-    size_t nn;
-    const double ey = rel_err(b.data(), ra.data(), n, &nn), ex = rel_err(xb.data(), rx.data(), n, NULL),
-                 es = rel_err(ssb.data(), rs.data(), n / 32, NULL);
-    /* the q8_1 bytes: equal but where a value sits at a rounding edge */
-    std::vector<uint8_t> q1(tlc_q8_bytes(n)), q2(q1.size());
-    OK(tlc_download(c, q1.data(), qa.p, q1.size()));
-    OK(tlc_download(c, q2.data(), qb.p, q2.size()));
-    int qd = 0;
-    for (int i = 0; i < n; i++) qd += abs((int)(int8_t)q1[i] - (int)(int8_t)q2[i]) > 1;
-    CHECK(ey < 1e-5 && ex < 1e-5 && es < 1e-5 && qd == 0 && nn == 0,
-          "attention+wo hd=%d heads %d/%d pos %d: residual %.3g, x o g %.3g, sums %.3g, %d q8 values off by > 1",
-          hd, nh, nkv, pos, ey, ex, es, qd);
-    printf("  attn+wo hd=%d heads %d/%d pos %d: rel err residual %.2e, x o g %.2e, sums %.2e\n", hd, nh, nkv, pos, ey,
-           ex, es);
-}
-
 static void test_rope_kv(tlc_ctx *c, bool neox) {
     /* the fused decode op must equal rope (tested against float64 above) +
      * kv_store on the same inputs: q/k rotated in place, k/v in the cache */
@@ -820,6 +745,77 @@ static void test_rope_kv(tlc_ctx *c, bool neox) {
     CHECK(bad == 0, "rope_kv cache differs from kv_store in %d values", bad);
 }
 
+/* The Qwen decode prologue as separate launches (tlc_add_bias, per-head
+ * tlc_head_rmsnorm of the q and the k heads, tlc_rope_kv: what a decode
+ * step runs where neither fused form applies) against float64: q and k
+ * rotated in place (1e-5 relative), v biased, and the f16 cache rows at
+ * *d_pos (within f16 rounding of the float64 values), with and without each
+ * part. */
+static void test_qk_prologue(tlc_ctx *c, int hd, int nh, int nkv, bool neox, bool with_bias, bool with_norm) {
+    tlc_rope_params p = {hd, neox, 1000000.0f, 1.0f, NULL};
+    const int n_ctx = 16, nt = nh + 2 * nkv, n = nt * hd;
+    const int32_t pos = 11;
+    const float eps = 1e-6f;
+    std::vector<float> x(n), b(n), qn(hd), kn(hd);
+    for (auto &v : x) v = 3.0f * rnd_normal();
+    for (auto &v : b) v = rnd_normal();
+    for (auto &v : qn) v = 0.5f + rnd_unif();
+    for (auto &v : kn) v = 0.5f + rnd_unif();
+    const size_t cache = (size_t)nkv * n_ctx * hd * 2;
+    dbuf dx(c, n * 4, "qkv"), db(c, n * 4, "bias"), dqn(c, hd * 4, "q_norm"), dkn(c, hd * 4, "k_norm"),
+        dp(c, 4, "pos"), dk(c, cache, "kc"), dv(c, cache, "vc");
+    up(c, dx, x.data(), n * 4);
+    up(c, db, b.data(), n * 4);
+    up(c, dqn, qn.data(), hd * 4);
+    up(c, dkn, kn.data(), hd * 4);
+    up(c, dp, &pos, 4);
+    OK(tlc_memset(c, dk.p, 0, cache));
+    OK(tlc_memset(c, dv.p, 0, cache));
+    if (with_bias) OK(tlc_add_bias(c, dx.f(), 1, 0, db.f(), n));
+    if (with_norm) {
+        OK(tlc_head_rmsnorm(c, dx.f(), 1, 0, nh, hd, dqn.f(), eps));
+        OK(tlc_head_rmsnorm(c, dx.f() + (size_t)nh * hd, 1, 0, nkv, hd, dkn.f(), eps));
+    }
+    OK(tlc_rope_kv(c, dx.f(), nh, nkv, hd, dk.p, dv.p, n_ctx, (const int32_t *)dp.p, &p));
+    /* float64: bias, norm (q and k heads), rotation (q and k heads) */
+    std::vector<double> ref(n);
+    for (int i = 0; i < n; i++) ref[i] = (double)x[i] + (with_bias ? b[i] : 0.0);
+    const int half = hd / 2;
+    for (int h = 0; h < nh + nkv; h++) {
+        double *r = &ref[(size_t)h * hd];
+        if (with_norm) {
+            double ss = 0;
+            for (int i = 0; i < hd; i++) ss += r[i] * r[i];
+            const double sc = 1.0 / sqrt(ss / hd + eps);
+            for (int i = 0; i < hd; i++) r[i] = r[i] * sc * (h < nh ? qn[i] : kn[i]);
+        }
+        for (int q = 0; q < half; q++) {
+            const int a = neox ? q : 2 * q, bb = neox ? q + half : 2 * q + 1;
+            const double th = pos * pow(1000000.0, -2.0 * q / hd), x0 = r[a], x1 = r[bb];
+            r[a] = x0 * cos(th) - x1 * sin(th);
+            r[bb] = x0 * sin(th) + x1 * cos(th);
+        }
+    }
+    std::vector<float> got = down(c, dx, n);
+    size_t nn;
+    const double e = rel_err(got.data(), ref.data(), n, &nn);
+    std::vector<uint16_t> kh(cache / 2), vh(cache / 2);
+    OK(tlc_download(c, kh.data(), dk.p, cache));
+    OK(tlc_download(c, vh.data(), dv.p, cache));
+    int bad = 0;
+    for (int h = 0; h < nkv; h++)
+        for (int i = 0; i < hd; i++) {
+            const size_t ci = ((size_t)h * n_ctx + pos) * hd + i;
+            const double rk = ref[(size_t)(nh + h) * hd + i], rv = ref[(size_t)(nh + nkv + h) * hd + i];
+            if (fabs(tl_fp16_to_fp32(kh[ci]) - rk) > 1e-3 * fabs(rk) + 1e-4) bad++;
+            if (fabs(tl_fp16_to_fp32(vh[ci]) - rv) > 1e-3 * fabs(rv) + 1e-4) bad++;
+        }
+    CHECK(e < 1e-5 && bad == 0, "qk prologue hd %d heads %d/%d neox %d bias %d norm %d: rel err %.3g (%zu non-finite), "
+          "%d cache values off", hd, nh, nkv, neox, with_bias, with_norm, e, nn, bad);
+    printf("  qk prologue hd %3d heads %2d/%d neox %d bias %d norm %d: rel err %.2e, %d cache values off\n", hd, nh, nkv,
+           neox, with_bias, with_norm, e, bad);
+}
+
 /* The Qwen decode prologue in one launch (tlc_qk_rope_kv: bias, per-head
  * q/k RMSNorm, RoPE, KV store) against float64: q and k rotated in place
  * (1e-5 relative), v biased, and the f16 cache rows at *d_pos (within f16
@@ -827,7 +823,7 @@ static void test_rope_kv(tlc_ctx *c, bool neox) {
 static void test_qk_rope_kv(tlc_ctx *c, int hd, int nh, int nkv, bool neox, bool with_bias, bool with_norm) {
     tlc_rope_params p = {hd, neox, 1000000.0f, 1.0f, NULL};
     if (!tlc_qk_rope_kv_ok(c, hd, &p)) {
-        printf("  skip qk+rope+kv hd %d: off or not this head size\n", hd);
+        printf("  skip qk+rope+kv hd %d: not this head size\n", hd);
         n_skip++;
         return;
     }
@@ -900,7 +896,7 @@ static void test_attn_pro(tlc_ctx *c, int hd, int nh, int nkv, bool neox, bool w
                           int pos, int64_t plan, int n_ctx) {
     tlc_rope_params p = {hd, neox, 1000000.0f, 1.0f, NULL};
     if (!tlc_attn_pro_ok(c, hd, &p) || !tlc_qk_rope_kv_ok(c, hd, &p)) {
-        printf("  skip attention+prologue hd %d: off\n", hd);
+        printf("  skip attention+prologue hd %d: not this head size\n", hd);
         n_skip++;
         return;
     }
@@ -1072,11 +1068,8 @@ static void test_matvec2(tlc_ctx *c, int64_t n_in) {
     tlc_weight w1, w2;
     OK(tlc_weight_upload(c, &w1, t1, n_in, n1, r1.data(), dw1.p, stg.p));
     OK(tlc_weight_upload(c, &w2, t2, n_in, n2, r2.data(), dw2.p, stg.p));
-    if (!tlc_matvec2_ok(c, &w1, &w2)) {
-        printf("  skip stacked matvec: off (TALLOW_CUDA_MV2=0)\n");
-        n_skip++;
-        return;
-    }
+    CHECK(tlc_matvec2_ok(c, &w1, &w2), "stacked matvec: Q4_K over Q6_K refused");
+    if (!tlc_matvec2_ok(c, &w1, &w2)) return;
     rope_case rc(c, n_in, 41);
     std::vector<float> xq;
     cpu_q8_1(rc.x.data(), n_in, xq);
@@ -1113,90 +1106,6 @@ static void test_matvec2(tlc_ctx *c, int64_t n_in) {
           (long long)n_in, dmax, bad);
     printf("  stacked matvec q4_k|q6_k n_in %5lld: rel err %.2e; +rope max diff %.2e, %d cache diffs\n",
            (long long)n_in, e, dmax, bad);
-}
-
-/* The streamed matvec (cuda_mvstream.cu) must give the register kernel's
- * bytes: both walk each row's units in the same order per lane. Every fused
- * mode on decode shapes (weights tiled from 256 random rows, which is all
- * the kernels see), with c->mv_stream toggled; y, the epilogue's f32 / q8_1 /
- * sums and the KV cache of the RoPE epilogue are compared with memcmp. */
-static void test_stream_identical(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int mode, int hd) {
-    const bool keep = c->mv_stream;
-    const int keep_ks = c->mv_ks;
-    c->mv_stream = true;
-    c->mv_ks = 1; /* row slices split over a cluster sum in another order */
-    std::vector<uint8_t> h = random_weight(t, n_in, std::min<int64_t>(n_out, 256));
-    const size_t rb = tl_row_bytes(t, n_in);
-    std::vector<uint8_t> raw(rb * n_out);
-    for (size_t i = 0; i < raw.size(); i += h.size()) memcpy(&raw[i], h.data(), std::min(h.size(), raw.size() - i));
-    dweight dwt(c, t, n_in, n_out, raw);
-    tlc_weight &w = dwt.w;
-    const int64_t n_ro = mode == TLC_MV_GLU ? n_out / 2 : n_out;
-    if (!mvs_supported(c, &w, mode)) {
-        printf("  stream %-5s %6lldx%-6lld mode %d: layout not streamable, skipped\n", tl_type_name(t),
-               (long long)n_out, (long long)n_in, mode);
-        n_skip++;
-        c->mv_stream = keep;
-        c->mv_ks = keep_ks;
-        return;
-    }
-    std::vector<float> x(n_in), g(n_in), g2(n_ro), y0(n_ro);
-    for (auto &v : x) v = rnd_normal() * 2.0f;
-    for (auto &v : g) v = 1.0f + 0.2f * rnd_normal();
-    for (auto &v : g2) v = 1.0f + 0.2f * rnd_normal();
-    for (auto &v : y0) v = rnd_normal();
-    const int nkv = hd ? (int)(n_out / hd) / 6 : 0, nh = 4 * nkv, n_ctx = 16; /* Llama-3 grouping: 4 q heads per kv head */
-    const size_t cache = (size_t)std::max(nkv, 1) * n_ctx * std::max(hd, 1) * 2;
-    const int32_t pos = 9;
-    dbuf dx(c, n_in * 4, "x"), dg(c, n_in * 4, "g"), dxf(c, n_in * 4, "xf"), dxq(c, tlc_q8_bytes(n_in), "xq"),
-        dss(c, n_in / 32 * 4 + 4, "ss"), dy(c, n_ro * 4, "y"), dg2(c, n_ro * 4, "g2"), dyf(c, n_ro * 4, "yf"),
-        dyq(c, tlc_q8_bytes(n_ro), "yq"), dyss(c, n_ro / 32 * 4 + 4, "yss"), dk(c, cache, "k"), dv(c, cache, "v"),
-        dp(c, 4, "pos");
-    up(c, dx, x.data(), n_in * 4);
-    up(c, dg, g.data(), n_in * 4);
-    up(c, dg2, g2.data(), n_ro * 4);
-    up(c, dp, &pos, 4);
-    OK(tlc_act_prep_ss(c, dx.f(), dg.f(), n_in, 1, dxf.f(), dxq.p, dss.f()));
-    tlc_rope_kv_args ra = {{hd, false, 500000.0f, 1.0f, NULL}, nh, nkv, hd, dk.p, dv.p, n_ctx, (const int32_t *)dp.p};
-    tlc_mv_fuse fz = {};
-    fz.in_ss = dss.f();
-    fz.eps = 1e-5f;
-    if (mode == TLC_MV_GLU && n_ro % 32 == 0) fz.out_q = dyq.p;
-    if (mode == TLC_MV_ACCUM && n_ro % 32 == 0) {
-        fz.out_norm = dg2.f();
-        fz.out_f = dyf.f();
-        fz.out_q = dyq.p;
-        fz.out_ss = dyss.f();
-    }
-    if (hd) fz.rope = &ra;
-    std::vector<uint8_t> out[2];
-    for (int k = 0; k < 2; k++) {
-        c->mv_stream = k == 1;
-        up(c, dy, y0.data(), n_ro * 4);
-        for (dbuf *d : {&dyf, &dyq, &dyss, &dk, &dv}) d->poison();
-        OK(tlc_matvec_fused(c, &w, dxf.f(), dxq.p, dy.f(), mode, &fz));
-        OK(tlc_sync(c));
-        for (dbuf *d : {&dy, &dyf, &dyq, &dyss, &dk, &dv}) {
-            const size_t n = d == &dy || d == &dyf ? n_ro * 4
-                             : d == &dyq           ? tlc_q8_bytes(n_ro)
-                             : d == &dyss          ? n_ro / 32 * 4
-                                                   : (hd ? cache : 0);
-            const size_t o = out[k].size();
-            out[k].resize(o + n);
-            if (n) OK(tlc_download(c, out[k].data() + o, d->p, n));
-        }
-    }
-    c->mv_stream = keep;
-    c->mv_ks = keep_ks;
-    size_t diff = 0;
-    for (size_t i = 0; i < out[0].size(); i++) diff += out[0][i] != out[1][i];
-    CHECK(diff == 0 && out[0].size() > 0, "streamed matvec %s %lldx%lld mode %d%s: %zu of %zu bytes differ from the "
-          "register kernel", tl_type_name(t), (long long)n_out, (long long)n_in, mode, hd ? " +rope" : "", diff,
-          out[0].size());
-    printf("  stream %-5s %6lldx%-6lld %-5s%s: identical to the register kernel (%zu bytes compared)\n",
-           tl_type_name(t), (long long)n_out, (long long)n_in,
-           mode == TLC_MV_GLU ? "glu" : mode == TLC_MV_ACCUM ? "accum" : "store", hd ? "+rope" : fz.out_q ? "+q8" : "",
-           out[0].size());
 }
 
 static void test_graph(tlc_ctx *c) {
@@ -1329,9 +1238,6 @@ static void bench(tlc_ctx *c) {
                 fz.out_f = (float *)fyf;
                 fz.out_ss = (float *)fyss;
             }
-            const bool fused_out = fz.out_q != NULL;
-            for (int variant = fused_out ? 0 : 2; variant <= 2; variant++) {
-            tlc_set_mv_epilogue(c, variant, variant);
             const int per_graph = 64;
             tlc_graph *g;
             OK(tlc_graph_begin(c));
@@ -1341,12 +1247,9 @@ static void bench(tlc_ctx *c) {
             const double us = graph_median_us(c, g, 7, per_graph);
             double bytes = (double)raw + sh.n_in * (is_quant(t) ? 1.125 : 4.0) + (mode == TLC_MV_GLU ? n_out / 2 : n_out) * 4.0;
             double gbs = bytes / (us * 1e-6) / 1e9;
-            printf("BENCH %-6s %-12s %6lldx%-6lld %9.2f %9.0f %7.3f%s\n", tl_type_name(t), sh.what,
-                   (long long)sh.n_out, (long long)sh.n_in, us, gbs, gbs / bw,
-                   !fused_out ? "" : variant == 0 ? "  (epilogue: split)" : variant == 1 ? "  (epilogue: count)"
-                                                                               : "  (epilogue: block)");
+            printf("BENCH %-6s %-12s %6lldx%-6lld %9.2f %9.0f %7.3f\n", tl_type_name(t), sh.what, (long long)sh.n_out,
+                   (long long)sh.n_in, us, gbs, gbs / bw);
             tlc_graph_free(g);
-            }
             for (int k = 0; k < ncopy; k++) tlc_dfree(c, mem[k], wb);
             tlc_dfree(c, x, sh.n_in * 4);
             tlc_dfree(c, xq, tlc_q8_bytes(sh.n_in));
@@ -1588,10 +1491,25 @@ static void probe_chain(tlc_ctx *c) {
 
 int main(int argc, char **argv) {
     bool do_bench = argc > 1 && !strcmp(argv[1], "--bench");
+    /* tuning values out of range: refused, naming the field, before any
+     * device is touched (so this part runs on machines without a GPU too) */
+    for (int k = 0; k < 4; k++) {
+        tl_cuda_tuning t = tl_cuda_tuning_default();
+        const char *field = k == 0 ? "att_split_min" : k == 1 ? "mv_store_units" : k == 2 ? "mv_glu_units"
+                                                                                         : "mv_split_max";
+        if (k == 0) t.att_split_min = 0;
+        if (k == 1) t.mv_store_units = 3;
+        if (k == 2) t.mv_glu_units = 16;
+        if (k == 3) t.mv_split_max = 0;
+        tlc_ctx *bad = NULL;
+        const tl_status s = tlc_init(0, &t, &bad);
+        CHECK(s == TL_ERR_INVALID && !bad && strstr(tl_last_error(), field), "tuning %s out of range: %s, %s",
+              field, tl_status_str(s), tl_last_error());
+    }
     tlc_ctx *c;
-    if (tlc_init(0, &c) != TL_OK) {
-        printf("skip: %s\n", tl_last_error());
-        return 77;
+    if (tlc_init(0, NULL, &c) != TL_OK) {
+        printf("skip: %s (tuning checks: %d passed, %d failed)\n", tl_last_error(), n_pass, n_fail);
+        return n_fail ? 1 : 77;
     }
     if (argc > 1 && !strcmp(argv[1], "--probe")) {
         probe_chain(c);
@@ -1605,15 +1523,11 @@ int main(int argc, char **argv) {
         test_weights(c, t, 768, 38);   /* rows not a multiple of the block's 8 rows, short rows */
         test_weights(c, t, 14336, 64); /* long rows: several unrolled iterations */
     }
-    for (int variant = 0; variant <= 2; variant++) {
-        printf("  q8_1 epilogue variant %d:\n", variant);
-        for (tl_type t : all_types) {
-            test_fused(c, t, 4096, 1024, variant);
-            test_fused(c, t, 14336, 64, variant); /* GLU: one group of 32 outputs */
-            test_fused(c, t, 512, 128, variant);
-        }
+    for (tl_type t : all_types) {
+        test_fused(c, t, 4096, 1024);
+        test_fused(c, t, 14336, 64); /* GLU: one group of 32 outputs */
+        test_fused(c, t, 512, 128);
     }
-    tlc_set_mv_epilogue(c, TLC_EPI_BLOCK, TLC_EPI_BLOCK);
     test_norm_prep(c);
     test_rope(c, false, false);
     test_rope(c, true, false);
@@ -1626,25 +1540,18 @@ int main(int argc, char **argv) {
     /* decode under each plan: short (the cluster's splits only), long (no
      * cluster), and a short plan that a longer context oversteps */
     {
-        /* each under the cluster merge as configured, and with the other
-         * merge variant (gather into the owner ranks, TALLOW_CUDA_ATT_MODE
-         * bit 4: head_dim 128 with 4 and 8 heads per KV head and head_dim
-         * 64 with 8 have 2-4 owners) */
-        const int keep = c->att_mode;
-        for (int gm : {keep, keep ^ 4}) {
-            c->att_mode = gm;
-            const int64_t cl = tlc_attn_cluster_len(c);
-            for (int pos : {0, 9, 77, 127}) {
-                test_attention(c, 128, 32, 8, 1024, pos, true, 1, cl);
-                test_attention(c, 64, 32, 8, 1024, pos, true, 1, cl);
-                test_attention(c, 128, 32, 8, 1024, pos, true, 1, 1024);
-                test_attention(c, 128, 64, 8, 1024, pos, true, 1, cl); /* 8 heads per KV head */
-                test_attention(c, 64, 64, 8, 1024, pos, true, 1, cl);  /* gather: 2 owner ranks */
-            }
-            test_attention(c, 128, 32, 8, 4096, 3000, true, 1, cl);
-            test_attention(c, 64, 16, 8, 1024, 500, true, 1, cl);
+        /* the cluster merge gathers into owner ranks: head_dim 128 with 4
+         * and 8 heads per KV head and head_dim 64 with 8 have 2-4 owners */
+        const int64_t cl = tlc_attn_cluster_len(c);
+        for (int pos : {0, 9, 77, 127}) {
+            test_attention(c, 128, 32, 8, 1024, pos, true, 1, cl);
+            test_attention(c, 64, 32, 8, 1024, pos, true, 1, cl);
+            test_attention(c, 128, 32, 8, 1024, pos, true, 1, 1024);
+            test_attention(c, 128, 64, 8, 1024, pos, true, 1, cl); /* 8 heads per KV head */
+            test_attention(c, 64, 64, 8, 1024, pos, true, 1, cl);  /* gather: 2 owner ranks */
         }
-        c->att_mode = keep;
+        test_attention(c, 128, 32, 8, 4096, 3000, true, 1, cl);
+        test_attention(c, 64, 16, 8, 1024, 500, true, 1, cl);
     }
     test_attention(c, 128, 16, 8, 1024, 100, true, 1);   /* qwen3-0.6b grouping */
     test_attention(c, 128, 32, 8, 1024, 0, true, 65);    /* prefill from 0 */
@@ -1673,6 +1580,8 @@ int main(int argc, char **argv) {
         for (int parts = 1; parts < 4; parts++) {
             test_qk_rope_kv(c, hd, 16, 8, true, parts & 1, parts & 2); /* Qwen: NeoX pairs */
             test_qk_rope_kv(c, hd, 4, 2, false, parts & 1, parts & 2);
+            test_qk_prologue(c, hd, 16, 8, true, parts & 1, parts & 2);
+            test_qk_prologue(c, hd, 4, 2, false, parts & 1, parts & 2);
         }
     for (tl_type t : {TL_TYPE_F16, TL_TYPE_Q4_0, TL_TYPE_Q8_0, TL_TYPE_Q4_K})
         for (int64_t n_in : {512, 4096}) test_qkv_rope(c, t, n_in);
@@ -1681,23 +1590,6 @@ int main(int argc, char **argv) {
         test_mv_argmax(c, t, 2048, 128256, false); /* a Llama-3 vocabulary */
         test_mv_argmax(c, t, 4096, 1000, false);   /* a partial last block */
         test_mv_argmax(c, t, 512, 777, true);
-    }
-    for (int pos : {0, 5, 63, 127}) {
-        test_attn_wo(c, 128, 32, 8, pos); /* Llama-3-8B */
-        test_attn_wo(c, 64, 32, 8, pos);  /* Llama-3.2-1B */
-    }
-    printf("streamed matvec (shared-memory stages) against the register kernel:\n");
-    for (tl_type t : all_types) {
-        test_stream_identical(c, t, 4096, 6144, TLC_MV_STORE, 128);  /* 8B QKV + RoPE + KV */
-        test_stream_identical(c, t, 4096, 4096, TLC_MV_ACCUM, 0);    /* 8B Wo + epilogue */
-        test_stream_identical(c, t, 4096, 28672, TLC_MV_GLU, 0);     /* 8B gate|up */
-        test_stream_identical(c, t, 14336, 4096, TLC_MV_ACCUM, 0);   /* 8B down */
-        test_stream_identical(c, t, 2048, 3072, TLC_MV_STORE, 64);   /* 1B QKV (8-output tasks) */
-        test_stream_identical(c, t, 2048, 2048, TLC_MV_ACCUM, 0);    /* 1B Wo (16-output tasks, counted q8_1) */
-        test_stream_identical(c, t, 2048, 16384, TLC_MV_GLU, 0);     /* 1B gate|up */
-        test_stream_identical(c, t, 8192, 2048, TLC_MV_ACCUM, 0);    /* 1B down */
-        test_stream_identical(c, t, 4096, 1000, TLC_MV_STORE, 0);    /* a partial last task */
-        test_stream_identical(c, t, 768, 38, TLC_MV_GLU, 0);         /* short rows, odd outputs */
     }
     test_graph(c);
     test_oom(c);

@@ -6,71 +6,49 @@
  * registers; a lane holds D/32 consecutive dims, so a warp-wide K or V read
  * is one contiguous row.
  *  - decode: split-K "flash decoding" in one launch: grid (kv head, split);
- *    the warps of a block (8; TALLOW_CUDA_ATT_WARPS=4 for the older 4)
- *    interleave positions of the split, merge in
+ *    the 8 warps of a block interleave positions of the split, merge in
  *    shared memory and write (m, l, acc) partials; the last block of a KV
  *    head to finish (an atomic count) merges the splits and writes the
- *    output and its q8_1 (the Wo matvec's input). The split size (>= 16
- *    positions, <= 32 splits) is chosen on the device from the length at
- *    *d_pos, so a captured graph stays valid as the context grows; splits
- *    past the end exit at once. Up to 8 x 16 positions, when launched in
- *    clusters of 8 blocks along the splits, the 8 blocks of a KV head
- *    split the context evenly and merge through distributed shared memory
- *    instead (no partials, fence or count). Every block requests its first
- *    K/V rows below *d_pos before the wait on the kernel before it.
- *    Measured 2026-11-30 (8B Q4_0, same binary, TALLOW_CUDA_ATT_MODE 3 /
- *    0): tg128 574.1 / 554.6, 1B Q4_0 1,878 / 1,773; but launched in
- *    clusters the long-context path lost 13% of decode at depth 4096
- *    (278.5 vs 321.9), so the decode graph for contexts past 128 launches
- *    without them (tlc_attn_plan; 328.0 then). The graph for contexts up
- *    to 128 launches only the cluster's 8 splits per KV head (the split
- *    size follows gridDim.y, so a longer context would still be right):
- *    measured 2026-12-01 (tg128, same call, TALLOW_CUDA_ATT_TRIM 1 / 0)
- *    1B F16 1,109 / 1,103 and 1,109 / 1,100, 8B Q4_0 573.6 / 572.8 and
- *    573.0 / 571.5, Q4_K_M 507.2 / 509.0: within noise for 8B. 4 warps
- *    per block instead of 8 with it: 8B Q4_0 570.4 / 563.1 and 570.8 /
- *    561.9, but 1B Q4_0 1,962 / 1,994, Q4_K_M 505.3 / 506.9 and depth
- *    4096 309.7 / 323.2, so 8 stays.
- *    The cluster merge has two forms. Read: after a cluster barrier each
- *    rank reads every rank's (m, l) and sums from distributed shared
- *    memory for its share of the outputs, and a second barrier keeps them
- *    alive until read. Gather (ATT_MODE_GATHER): each output has an owner
- *    rank (outputs in chunks of one per thread: rank 0 alone where a KV
- *    head has at most as many outputs as a block has threads, ranks 0-1 for
- *    8B's 4 x 128); every rank writes its sums into the owners' shared
- *    memory (the barrier phase that makes that legal, every block
- *    started, is arrived at on entry and waited for after the walk), one
- *    release/acquire barrier, and each owner merges its chunk from local
- *    memory and writes the outputs and their q8_1; the others leave.
- *    Timed inside one launch (globaltimer/clock64 stamps, 2026-12-01,
- *    head_dim 64, 1 position): of ~7,000 cycles from the PDL wait to the
- *    exit, the read merge took ~1,700 and its barriers ~1,500. Measured
- *    (tg128, same call, TALLOW_CUDA_ATT_MODE 3 / 7): 1B F16 1,125.7 /
- *    1,140.1 and 1,130.8 / 1,145.6, 1B Q4_0 1,972.9 / 2,011.4 and
- *    1,979.4 / 2,010.9; 8B Q4_0 with rank 0 merging two outputs per
- *    thread 566.8 / 566.1 and 566.1 / 561.1, so the split over owners
- *    (2026-12-01, same call, three rounds, TALLOW_CUDA_ATT_SPLITG 1 / 0,
- *    the latter the read merge there): 8B Q4_0 571.5 / 566.4, 572.8 /
- *    565.0, 573.5 / 563.3; Qwen3-8B Q4_0 498.6 / 488.5, 499.0 / 485.4,
- *    498.5 / 488.8 (1B F16, one owner either way: 1,146-1,151 both).
+ *    output and its q8_1 (the Wo matvec's input). The split size (>=
+ *    c->att_chunk positions, <= 32 splits) is chosen on the device from the
+ *    length at *d_pos, so a captured graph stays valid as the context
+ *    grows; splits past the end exit at once. Every block requests its
+ *    first K/V rows below *d_pos before the wait on the kernel before it.
+ *    Short contexts (up to 8 splits of att_chunk, tlc_attn_cluster_len),
+ *    launched in clusters of 8 blocks along the splits: the 8 blocks of a
+ *    KV head split the context evenly and merge through distributed shared
+ *    memory instead (no partials, fence or count), and the graph for them
+ *    launches only those 8 splits per KV head (the others would only hold
+ *    SMs the next matvec's blocks could load on; the split size follows
+ *    gridDim.y, so a longer context stays right). Longer contexts launch
+ *    without clusters, which slow the split path down (tlc_attn_plan).
+ *    The cluster merge gathers: each output has an owner rank (outputs in
+ *    chunks of one per thread: rank 0 alone where a KV head has at most as
+ *    many outputs as a block has threads, ranks 0-1 for 8B's 4 x 128);
+ *    every rank writes its sums into the owners' shared memory (the barrier
+ *    phase that makes that legal, every block started, is arrived at on
+ *    entry and waited for after the walk), one release/acquire barrier, and
+ *    each owner merges its chunk from local memory and writes the outputs
+ *    and their q8_1 from registers; the others leave. (Where a KV head has
+ *    more outputs than the cluster's threads, none of today's shapes, every
+ *    rank reads all ranks' sums instead, between two cluster barriers.)
  *    With the decode prologue (PRO instances, tlc_attn_decode_pro; Qwen)
  *    the kernel reads the raw [q | k | v] row and applies the bias, the
  *    per-head q/k RMSNorm and the rotation itself (rotation angles before
  *    the wait), the warp that walks the current position storing its k and
- *    v: one launch fewer per layer. Measured 2026-12-01 (Qwen3-8B Q4_0
- *    tg128, same call, TALLOW_CUDA_ATT_PRO 1 / 0): 540.9 / 538.9, 543.8 /
- *    538.7, 544.0 / 536.0; with the angles computed after the wait it was
- *    slower (534.4 / 538.3, 534.1 / 538.8).
+ *    v: one launch fewer per layer.
  *  - prefill: one warp per (query token, kv head), causal range: the path
  *    for f32 caches and head sizes other than 64/128; f16 caches with those
  *    go to the tensor-core flash attention of cuda_flash.cu.
+ * Measurements of these choices: docs/PERFORMANCE.md (CUDA).
  * Calls: CUDA. */
 #include <cooperative_groups.h>
 
-#include "backend/cuda/cuda_mv.cuh"
+#include "backend/cuda/cuda_common.cuh"
 
 #define ATT_SPLITS 32
-#define ATT_WARPS 4 /* prefill walk; decode: c->att_warps (8 or 4) */
+#define ATT_WARPS 4 /* prefill walk */
+#define ATT_DWARPS 8 /* decode */
 #define ATT_CS 8 /* blocks per cluster: the splits of one KV head at short context */
 enum { ATT_MODE_CLUSTER = 1, ATT_MODE_EARLY = 2, ATT_MODE_GATHER = 4 };
 
@@ -117,8 +95,8 @@ __device__ __forceinline__ void att_load(float (&k)[ATT_P][att_dims<D>::E], floa
  * g < G, or (ALL: decode) for all GMAX heads: a head past G has q = 0 and
  * its state is never read, and without a run-time exit per head the
  * heads' warp reductions interleave (with "g < G" nvcc emitted one head
- * after another, ~220 cycles each on decode's critical path: dot, five
- * dependent shuffles, two exponentials); the decode launch picks the
+ * after another on decode's critical path, each a dot, five dependent
+ * shuffles and two exponentials); the decode launch picks the
  * smallest GMAX that holds G. Prefill (many warps, throughput-bound) keeps
  * the exit, so a small G costs no wasted work there. */
 template <int D, int GMAX, bool ALL>
@@ -170,77 +148,6 @@ __device__ __forceinline__ void att_walk(att_state<D, GMAX> &st, int G, const KT
     }
 }
 
-/* The Wo projection folded into the short-context decode attention
- * (tlc_attn_wo_decode): block (kvh, rank) owns Wo rows [rank*n/ATT_CS, +n/ATT_CS)
- * over the G*D columns of its KV head (a Q4_0 slice, staged into shared
- * memory before the PDL wait), multiplies them by the q8_1 of its KV head's
- * attention output, writes the partial sums to part [n_kv][n], and the last
- * KV head to finish a 32-row group adds the partials in KV-head order into
- * the residual y and runs the Wo epilogue (mv_q8_group). Opt-in
- * (TALLOW_CUDA_ATT_WO=1): correct (test_cuda_kernels) but measured slower,
- * 2026-12-01 (tg128, same call): 8B Q4_0 374.5 / 563.1, 1B Q4_0 1,585 /
- * 1,992. Not the scales: with them staged beside the quants (below) it
- * measured the same, 2026-12-01 (same call: 8B Q4_0 375.3 / 572.4, 1B Q4_0
- * 1,587 / 2,000); the cause of the ~28 us per layer is not established. */
-struct attn_wo_d {
-    tlc_weight w;  /* Wo, Q4_0 [n][n_head*D] */
-    float *part;   /* [n_kv][n] */
-    float *y;      /* the residual [n] */
-    mv_fuse_d f;   /* the q8_1 epilogue for the next norm */
-    int *cnt;      /* [n/32] zeroed counters (left zero) */
-};
-#define ATT_WO_GROUPS 64 /* 32-row groups per block at most: n <= ATT_CS * 32 * 64 */
-
-/* the stage's bytes: the block's rows x the KV head's units, 16 quant
- * bytes each, then their 2-byte scales (rows x upr halves) */
-__host__ __device__ inline int64_t att_wo_qbytes(int64_t n, int64_t gd) { return n / ATT_CS * (gd / 32) * 16; }
-__host__ __device__ inline int64_t att_wo_stage(int64_t n, int64_t gd) { return n / ATT_CS * (gd / 32) * 18; }
-
-template <int NW>
-__device__ void attn_wo_tail(const attn_wo_d &wo, const uint8_t *stage, const int8_t *aq, const float2 *ads, int kvh,
-                             int rank, int64_t gd) {
-    typedef mv<TL_TYPE_Q4_0> M;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int64_t n = wo.w.n_out, rows = n / ATT_CS, row0 = rank * rows, upr = gd / 32;
-    cp_async_wait<0>();
-    __syncthreads();
-    /* the slice as a weight: quants and scales from the stage */
-    tlc_weight v = wo.w;
-    v.q = (void *)stage;
-    v.q_row = (size_t)upr * 16;
-    v.s = (void *)(stage + att_wo_qbytes(n, gd));
-    v.s_row = (size_t)upr * 2;
-    const int L = upr < 32 ? (int)upr : 32; /* lanes per row (upr: a power of two, or a multiple of 32) */
-    const int per = 32 / L;                 /* rows per warp and step */
-    for (int64_t rb = (int64_t)w * per; rb < rows; rb += (int64_t)NW * per) {
-        const int64_t r = rb + lane / L;
-        float s = 0;
-        if (r < rows)
-            for (int64_t u = lane % L; u < upr; u += L)
-                s += M::dot(M::template load<true>(v, r, u), v, r, u, NULL, aq, ads);
-        for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane % L == 0 && r < rows) wo.part[(int64_t)kvh * n + row0 + r] = s;
-    }
-    /* the last KV head to finish a group adds all partials in a fixed order */
-    __shared__ int last[ATT_WO_GROUPS];
-    const int64_t ng = rows / 32, g0 = row0 / 32;
-    __threadfence();
-    __syncthreads();
-    for (int64_t t = threadIdx.x; t < ng; t += blockDim.x)
-        last[t] = atomicAdd(&wo.cnt[g0 + t], 1) == (int)gridDim.x - 1;
-    __syncthreads();
-    for (int64_t g = w; g < ng; g += NW) {
-        if (!last[g]) continue;
-        __threadfence();
-        const int64_t i = (g0 + g) * 32 + lane;
-        float o = wo.y[i];
-        for (int k = 0; k < (int)gridDim.x; k++) o += __ldcg(wo.part + (int64_t)k * n + i);
-        wo.y[i] = o;
-        mv_q8_group(wo.f, g0 + g, o, lane, n);
-        if (lane == 0) wo.cnt[g0 + g] = 0;
-    }
-}
-
 /* the merge of the ATT_CS ranks of a KV head's cluster for one output:
  * sum_r a_r e^(m_r - mx) / sum_r l_r e^(m_r - mx), with ml(r) rank r's
  * (m, l) and a(r) its unnormalized sum (the read and gather merges differ
@@ -274,10 +181,10 @@ __device__ __forceinline__ void att_out_q8(const float *res, int n, int8_t *out_
  * models whose RoPE is not in the QKV epilogue: Qwen2/3's NeoX pairs, the
  * QKV bias, Qwen3's per-head q/k RMSNorm): q points at the token's raw
  * [q | k | v] row; every block makes its G query heads, and the one warp
- * that walks the current position its k and v, in registers with
- * tlc_qk_rope_kv's arithmetic in the same order (bias, x * rsqrt(mean x^2
- * + eps) * w, rotation), writes that k and v into the cache and uses their
- * cache-rounded values. on == 0: off (the kernel's PRO instances take it). */
+ * that walks the current position its k and v, in registers with the
+ * arithmetic of the separate bias, head-norm and RoPE+KV kernels in the
+ * same order (bias, x * rsqrt(mean x^2 + eps) * w, rotation), writes that k
+ * and v into the cache and uses their cache-rounded values. on == 0: off (the kernel's PRO instances take it). */
 struct att_pro_d {
     int on, neox, nh, nkv;
     const float *bias, *qn, *kn, *fdiv;
@@ -356,39 +263,24 @@ __device__ __forceinline__ void att_pro_heads(const att_pro_d &pro, float (&x)[N
  * gathered into owner ranks: file header). The cluster path: the ATT_CS
  * blocks of cluster 0 of a KV head split the context evenly (no minimum chunk: their
  * merge costs no global round trip), each leaves its (m, l, acc) in shared
- * memory, and after a cluster barrier block r merges output groups r,
- * r + ATT_CS, ... from all ranks' shared memory, writes them and their
- * q8_1; a second barrier keeps every block's shared memory alive until
- * read. Longer contexts: up to ATT_SPLITS splits with global partials
- * merged by the last block (an atomic count), as before. */
-template <int D, int GMAX, typename KT, int NW, bool WO = false, bool PRO = false>
+ * memory and the gather merge (or, without it, after a cluster barrier
+ * block r merges output groups r, r + ATT_CS, ... from all ranks' shared
+ * memory, and a second barrier keeps every block's shared memory alive
+ * until read) writes the outputs and their q8_1. Longer contexts: up to
+ * ATT_SPLITS splits with global partials merged by the last block (an
+ * atomic count). The launch always sets ATT_MODE_EARLY; the walk without
+ * it stays compiled because taking it out changes the code of every
+ * instance, which would want measuring. */
+template <int D, int GMAX, typename KT, int NW, bool PRO = false>
 __global__ void __launch_bounds__(NW * 32)
 attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, const int32_t *d_pos,
               float scale, float *part, float *out, int8_t *out_q, int64_t n_total, int *cnt, int min_chunk,
-              int mode, const attn_wo_d wo, const att_pro_d pro) {
+              int mode, const att_pro_d pro) {
     constexpr int E = att_dims<D>::E;
     pdl_trigger();
     const int kvh = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const bool act = lane * E < D;
-    /* WO (grid (n_kv, ATT_CS), one cluster per KV head): the block's Wo
-     * slice into shared memory now; weights are constant, so before the wait */
-    extern __shared__ __align__(16) uint8_t wo_sm[];
-    const int64_t gd = (int64_t)G * D;
-    if constexpr (WO) {
-        const int64_t rows = wo.w.n_out / ATT_CS, upr = gd / 32;
-        const uint8_t *src = (const uint8_t *)wo.w.q + wo.w.q_row * (blockIdx.y * rows) + kvh * upr * 16;
-        const uint32_t dst = (uint32_t)__cvta_generic_to_shared(wo_sm);
-        for (int64_t i = threadIdx.x; i < rows * upr; i += blockDim.x)
-            cp_async16(dst + (uint32_t)(i * 16), src + (i / upr) * wo.w.q_row + (i % upr) * 16, 16);
-        /* then the scales (upr halves per row, upr % 8 == 0: whole 16-byte
-         * pieces), so the tail's row loop reads no global memory */
-        const int64_t spr = upr / 8; /* 16-byte pieces per row */
-        const uint8_t *ssrc = (const uint8_t *)wo.w.s + wo.w.s_row * (blockIdx.y * rows) + kvh * upr * 2;
-        const uint32_t sdst = dst + (uint32_t)att_wo_qbytes(wo.w.n_out, gd);
-        for (int64_t i = threadIdx.x; i < rows * spr; i += blockDim.x)
-            cp_async16(sdst + (uint32_t)(i * 16), ssrc + (i / spr) * wo.w.s_row + (i % spr) * 16, 16);
-        cp_async_commit();
-    }
+    extern __shared__ __align__(16) uint8_t att_sm[]; /* the gather merge's buffer (owner ranks) */
     /* *d_pos is written by the copy that starts the step, the cache below
      * it by earlier steps: no kernel in flight writes either, so both may
      * be read before the wait (the current position's K/V may not) */
@@ -398,7 +290,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
     if (chunk < min_chunk) chunk = min_chunk;
     int n_split = (int)((kv_len + chunk - 1) / chunk); /* the same in every block */
     const bool clus = (mode & ATT_MODE_CLUSTER) && n_split <= ATT_CS;
-    const bool gather = !WO && clus && (mode & ATT_MODE_GATHER);
+    const bool gather = clus && (mode & ATT_MODE_GATHER);
     if (clus) {
         if (blockIdx.y >= ATT_CS) {
             pdl_wait();
@@ -543,7 +435,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         }
         if (gather) {
             namespace cg = cooperative_groups;
-            float *go = cg::this_cluster().map_shared_rank((float *)wo_sm, i / C);
+            float *go = cg::this_cluster().map_shared_rank((float *)att_sm, i / C);
             go[rank * C + i % C] = a; /* unnormalized, relative to mx */
             /* (m, l) of head g where the owner's outputs of head g start */
             if (d == 0 || i % C == 0) ((float2 *)(go + ATT_CS * C))[rank * G + g] = make_float2(mx, l);
@@ -567,7 +459,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
         asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
         const int i0 = rank * C, n = min(C, G * D - i0); /* this owner's outputs */
         if (n <= 0) return;
-        const float *ps = (const float *)wo_sm;
+        const float *ps = (const float *)att_sm;
         const float2 *pm = (const float2 *)(ps + ATT_CS * C);
         /* one output per thread; with out_q, n is a multiple of 32 (C and
          * G*D are), so a warp holds whole q8_1 groups and quantizes them
@@ -596,21 +488,10 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
                     return make_float2(ml[0], ml[1]);
                 },
                 [&](int r) { return ok ? cl.map_shared_rank(res, r)[i] : 0.0f; });
-            if constexpr (WO) {
-                /* every rank gets the KV head's whole output as q8_1 (gd % 32 == 0) */
-                int8_t *aq = (int8_t *)(wo_sm + att_wo_stage(wo.w.n_out, gd));
-                for (int k = 0; k < ATT_CS; k++)
-                    warp_q8_1(o, cl.map_shared_rank(aq, k), (float2 *)cl.map_shared_rank(aq + gd, k), i, lane);
-            } else {
-                if (ok) out[(int64_t)kvh * G * D + i] = o;
-                if (out_q) warp_q8_1(o, out_q, (float2 *)(out_q + n_total), (int64_t)kvh * G * D + i, lane);
-            }
+            if (ok) out[(int64_t)kvh * G * D + i] = o;
+            if (out_q) warp_q8_1(o, out_q, (float2 *)(out_q + n_total), (int64_t)kvh * G * D + i, lane);
         }
-        cl.sync(); /* no block leaves while another reads its shared memory (WO: all q8_1 written) */
-        if constexpr (WO) {
-            const int8_t *aq = (const int8_t *)(wo_sm + att_wo_stage(wo.w.n_out, gd));
-            attn_wo_tail<NW>(wo, wo_sm, aq, (const float2 *)(aq + gd), kvh, rank, gd);
-        }
+        cl.sync(); /* no block leaves while another reads its shared memory */
         return;
     }
     if (n_split > 1) {
@@ -661,7 +542,7 @@ attn_decode_k(const float *q, const KT *kc, const KT *vc, int G, int64_t n_ctx, 
 }
 
 int64_t tlc_attn_cluster_len(const tlc_ctx *c) {
-    return c->att_mode & ATT_MODE_CLUSTER ? (int64_t)ATT_CS * c->att_chunk : 0;
+    return (int64_t)ATT_CS * c->att_chunk;
 }
 
 void tlc_attn_plan(tlc_ctx *c, int64_t max_len) { c->att_max_len = max_len > 0 ? max_len : 0; }
@@ -677,22 +558,19 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     const int G = n_head / n_kv_head;
     /* a q8_1 block must not straddle KV-head groups; otherwise the caller quantizes */
     int8_t *oq = (G * D) % 32 == 0 ? (int8_t *)out_q : (int8_t *)NULL;
-    /* the two block sizes are two instances of one kernel signature */
-    const bool w8 = c->att_warps == 8;
-    auto k = pro.on ? (w8 ? attn_decode_k<D, GMAX, KT, 8, false, true> : attn_decode_k<D, GMAX, KT, ATT_WARPS, false, true>)
-                    : (w8 ? attn_decode_k<D, GMAX, KT, 8> : attn_decode_k<D, GMAX, KT, ATT_WARPS>);
+    auto k = pro.on ? attn_decode_k<D, GMAX, KT, ATT_DWARPS, true> : attn_decode_k<D, GMAX, KT, ATT_DWARPS>;
     /* clusters only where the cluster merge may run; only the cluster's
      * splits where it serves every context of the plan (tlc_attn_plan) */
     const int64_t len = c->att_max_len, cl_len = tlc_attn_cluster_len(c);
-    int mode = len > cl_len ? c->att_mode & ~ATT_MODE_CLUSTER : c->att_mode;
+    int mode = ATT_MODE_CLUSTER | ATT_MODE_EARLY | ATT_MODE_GATHER;
+    if (len > cl_len) mode &= ~ATT_MODE_CLUSTER;
     /* the gather merge: one output per thread, over as many owner ranks
      * as that takes (file header; the owners' chunks are whole q8_1
-     * groups, threads being a multiple of 32); TALLOW_CUDA_ATT_SPLITG=0
-     * keeps it to one owner (the read merge otherwise) */
-    const int threads = (w8 ? 8 : ATT_WARPS) * 32;
-    if (G * D > ATT_CS * threads || (G * D > threads && !c->att_gather_split)) mode &= ~ATT_MODE_GATHER;
+     * groups, threads being a multiple of 32) */
+    const int threads = ATT_DWARPS * 32;
+    if (G * D > ATT_CS * threads) mode &= ~ATT_MODE_GATHER;
     const dim3 cl(1, mode & ATT_MODE_CLUSTER ? ATT_CS : 1);
-    const dim3 grid(n_kv_head, c->att_trim && len > 0 && len <= cl_len ? ATT_CS : ATT_SPLITS);
+    const dim3 grid(n_kv_head, len > 0 && len <= cl_len ? ATT_CS : ATT_SPLITS);
     /* the gather merge's buffer in each owner rank (ATT_MODE_GATHER) */
     size_t smem = 0;
     if ((mode & ATT_MODE_CLUSTER) && (mode & ATT_MODE_GATHER)) {
@@ -703,61 +581,7 @@ static cudaError_t attn_decode_launch(tlc_ctx *c, const float *q, const void *kc
     }
     return tlc_launch_cl(c, cl, k, grid, dim3(threads), smem, q, (const KT *)kc, (const KT *)vc, G, n_ctx,
                       d_pos, scale, scratch, out, oq, (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV,
-                      c->att_chunk, mode, attn_wo_d{}, pro);
-}
-
-/* the folded attention + Wo (tlc_attn_wo_decode): f16 cache, 8 warps */
-template <int D>
-static cudaError_t attn_wo_launch(tlc_ctx *c, const float *q, const void *kc, const void *vc, int n_head, int n_kv_head,
-                                  int64_t n_ctx, const int32_t *d_pos, float scale, const attn_wo_d &wo) {
-    const int G = n_head / n_kv_head;
-    auto k = attn_decode_k<D, 8, __half, 8, true>;
-    const int64_t gd = (int64_t)G * D;
-    const size_t smem = (size_t)att_wo_stage(wo.w.n_out, gd) + (size_t)gd + (size_t)gd / 32 * sizeof(float2);
-    cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) return e;
-    return tlc_launch_cl(c, dim3(1, ATT_CS), k, dim3(n_kv_head, ATT_CS), dim3(8 * 32), smem, q, (const __half *)kc,
-                         (const __half *)vc, G, n_ctx, d_pos, scale, (float *)NULL, (float *)NULL, (int8_t *)NULL,
-                         (int64_t)n_head * D, c->mv_cnt + TLC_MV_GROUPS - TLC_ATT_MAX_KV, c->att_chunk,
-                         (int)(ATT_MODE_CLUSTER | (c->att_mode & ATT_MODE_EARLY)), wo, att_pro_d{});
-}
-
-bool tlc_attn_wo_ok(const tlc_ctx *c, const tlc_weight *wo, tl_type kv_type, int n_head, int n_kv_head,
-                    int head_dim) {
-    if (!c->att_wo || !c->att_trim || !(c->att_mode & ATT_MODE_CLUSTER) || c->att_warps != 8) return false;
-    if (c->att_max_len <= 0 || c->att_max_len > tlc_attn_cluster_len(c)) return false; /* the short plan only */
-    if (kv_type != TL_TYPE_F16 || (head_dim != 64 && head_dim != 128) || n_kv_head <= 0 || n_head % n_kv_head ||
-        n_head / n_kv_head > 8 || wo->type != TL_TYPE_Q4_0)
-        return false;
-    const int64_t gd = (int64_t)(n_head / n_kv_head) * head_dim, upr = gd / 32, n = wo->n_out;
-    if (gd % 32 || (upr < 32 && (upr & (upr - 1))) || (upr > 32 && upr % 32)) return false;
-    /* the scales are staged in 16-byte pieces */
-    if (upr % 8 || wo->s_row % 16) return false;
-    if (wo->n_in != (int64_t)n_head * head_dim || n % (ATT_CS * 32) || n / (ATT_CS * 32) > ATT_WO_GROUPS) return false;
-    /* the stage beside the attention's static shared memory (~37 KB at D 128) */
-    if (att_wo_stage(n, gd) + gd + gd / 4 > 160 * 1024) return false;
-    /* partials [n_kv][n] in the attention scratch */
-    return (size_t)n_kv_head * (size_t)n <= tlc_attn_decode_scratch(n_head, head_dim);
-}
-
-tl_status tlc_attn_wo_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc, tl_type kv_type, int n_head,
-                             int n_kv_head, int head_dim, int64_t n_ctx, const int32_t *d_pos, float scale,
-                             float *scratch, const tlc_weight *wo, float *y, const tlc_mv_fuse *fz) {
-    if (!tlc_attn_wo_ok(c, wo, kv_type, n_head, n_kv_head, head_dim) || !fz || !fz->out_q)
-        return tl_err(TL_ERR_UNSUPPORTED, "cuda: attention with Wo folded in: not for this shape/type/plan");
-    attn_wo_d d = {};
-    d.w = *wo;
-    d.part = scratch;
-    d.y = y;
-    d.f.out_norm = fz->out_norm;
-    d.f.out_f = fz->out_f;
-    d.f.out_q = (int8_t *)fz->out_q;
-    d.f.out_ss = fz->out_ss;
-    d.cnt = c->mv_cnt;
-    cudaError_t e = head_dim == 64 ? attn_wo_launch<64>(c, q, kc, vc, n_head, n_kv_head, n_ctx, d_pos, scale, d)
-                                   : attn_wo_launch<128>(c, q, kc, vc, n_head, n_kv_head, n_ctx, d_pos, scale, d);
-    TLC_TRY(e, "attention + Wo (decode)");
-    return TL_OK;
+                      c->att_chunk, mode, pro);
 }
 
 template <int D, int GMAX, typename KT>
@@ -855,8 +679,8 @@ tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void
 }
 
 bool tlc_attn_pro_ok(const tlc_ctx *c, int head_dim, const tlc_rope_params *p) {
-    /* the current position is made by the warp that walks it (the early path) */
-    return c->att_pro && (c->att_mode & ATT_MODE_EARLY) && p->n_rot == head_dim;
+    /* the prologue rotates all of a head's dims */
+    return p->n_rot == head_dim;
 }
 
 tl_status tlc_attn_decode_pro(tlc_ctx *c, float *qkv, void *kc, void *vc, tl_type kv_type, int n_head, int n_kv_head,
@@ -864,8 +688,8 @@ tl_status tlc_attn_decode_pro(tlc_ctx *c, float *qkv, void *kc, void *vc, tl_typ
                               float *out, void *out_q, const tlc_rope_params *p, const float *bias,
                               const float *q_norm, const float *k_norm, float eps) {
     if (!tlc_attn_pro_ok(c, head_dim, p))
-        return tl_err(TL_ERR_UNSUPPORTED, "cuda: attention with the decode prologue: needs n_rot == head_dim and "
-                      "the early K/V path (head_dim %d, n_rot %d)", head_dim, p->n_rot);
+        return tl_err(TL_ERR_UNSUPPORTED, "cuda: attention with the decode prologue: needs n_rot == head_dim "
+                      "(head_dim %d, n_rot %d)", head_dim, p->n_rot);
     if (!q_norm != !k_norm) return tl_err(TL_ERR_INVALID, "cuda: attention prologue needs both q/k norm weights");
     att_pro_d pro = {};
     pro.on = 1;

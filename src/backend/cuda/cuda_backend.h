@@ -42,8 +42,11 @@ typedef struct tlc_device_info {
     size_t mem_free, mem_total;
 } tlc_device_info;
 
-/* TL_ERR_BACKEND if no device (message says why). */
-tl_status tlc_init(int device, tlc_ctx **out);
+/* A context on device `device` with the kernels tuned by `tune` (copied;
+ * NULL: tl_cuda_tuning_default()). TL_ERR_INVALID naming the field if a
+ * tuning value is out of range, TL_ERR_BACKEND if no device (message says
+ * why). */
+tl_status tlc_init(int device, const tl_cuda_tuning *tune, tlc_ctx **out);
 void tlc_free(tlc_ctx *c);
 tl_status tlc_get_device_info(tlc_ctx *c, tlc_device_info *out);
 /* Bytes currently held through tlc_alloc (weights, arenas, caches). */
@@ -177,8 +180,8 @@ static inline int32_t tlc_argmax_key_row(unsigned long long key) {
 }
 #define TLC_MV_INQ_MAX 36864
 bool tlc_mv_in_q8_ok(const tlc_weight *w);
-/* whether the decode layer should (allowed, and chosen for this type by
- * measurement; TALLOW_CUDA_INQ=0/1 forces never/always) */
+/* whether the decode layer should: allowed, and the type and shape it was
+ * measured faster for (cuda_matvec.cu) */
 bool tlc_mv_in_q8_use(const tlc_ctx *c, const tlc_weight *w);
 /* F16/BF16/F32: matvecs read the f32 activation, no q8_1 */
 bool tlc_weight_is_float(const tlc_weight *w);
@@ -188,16 +191,10 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
  * the same n_in: a QKV whose V has another type than Q|K. f may fold the
  * input's RMSNorm and carry the RoPE+KV epilogue (rows numbered over the
  * stacked output; w1 whole heads); no q8_1 epilogue. tlc_matvec2_ok: whether
- * this build has the pair (Q4_K over Q6_K) and it is enabled. */
+ * this build has the pair (Q4_K over Q6_K) with the same n_in. */
 bool tlc_matvec2_ok(const tlc_ctx *c, const tlc_weight *w1, const tlc_weight *w2);
 tl_status tlc_matvec2_fused(tlc_ctx *c, const tlc_weight *w1, const tlc_weight *w2, const float *xf, const void *xq,
                             float *y, const tlc_mv_fuse *f);
-/* How the q8_1 epilogue runs (GLU mode / accumulate-store modes): a separate
- * quantize launch, the last block of each 32-output group, or blocks of
- * exactly 32 outputs. Set at init from TALLOW_CUDA_EPI=glu,acc (digits);
- * exposed for the kernel bench. */
-enum { TLC_EPI_SPLIT = 0, TLC_EPI_COUNT = 1, TLC_EPI_BLOCK = 2 };
-void tlc_set_mv_epilogue(tlc_ctx *c, int glu, int acc);
 /* The unscaled form tlc_matvec_fused's in_ss reads: for each of n_rows rows
  * of x [n_rows][n]: v = x o norm_w (norm_w NULL: v = x) as f32 into out_f and
  * q8_1 into out_q (each optional), per-32 sums of x^2 into out_ss [n_rows][n/32]
@@ -236,7 +233,7 @@ tl_status tlc_kv_store(tlc_ctx *c, const float *k, const float *v, int64_t n_tok
 /* Scratch floats the decode attention needs (split-K partials). */
 size_t tlc_attn_decode_scratch(int n_head, int head_dim);
 /* The longest context (*d_pos + 1) whose decode attention merges its splits
- * inside a thread-block cluster (0: that path is off); and the longest
+ * inside a thread-block cluster (8 x tl_cuda_tuning.att_split_min); and the longest
  * context the decode attention launches that follow will see (max_len; 0,
  * the default: not known). Up to tlc_attn_cluster_len they launch just the
  * cluster's blocks (the other splits' blocks would only hold SMs that the
@@ -245,16 +242,6 @@ size_t tlc_attn_decode_scratch(int n_head, int head_dim);
  * splits. Any length stays correct under any plan, only slower. */
 int64_t tlc_attn_cluster_len(const tlc_ctx *c);
 void tlc_attn_plan(tlc_ctx *c, int64_t max_len);
-/* Decode attention with the Wo projection folded in (one launch instead of
- * two): y += Wo attn(q, K, V) and the Wo matvec's q8_1 epilogue fz (out_q
- * required; out_norm/out_f/out_ss as tlc_matvec_fused). Only under a short
- * plan, f16 cache, head_dim 64/128, Q4_0 Wo: tlc_attn_wo_ok says whether
- * (and whether TALLOW_CUDA_ATT_WO=1 enabled it). scratch as tlc_attn_decode. */
-bool tlc_attn_wo_ok(const tlc_ctx *c, const tlc_weight *wo, tl_type kv_type, int n_head, int n_kv_head,
-                    int head_dim);
-tl_status tlc_attn_wo_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc, tl_type kv_type, int n_head,
-                             int n_kv_head, int head_dim, int64_t n_ctx, const int32_t *d_pos, float scale,
-                             float *scratch, const tlc_weight *wo, float *y, const tlc_mv_fuse *f);
 /* One query token at position *d_pos attending to [0, *d_pos] (split-K
  * flash decoding + combine). q, out: [n_head][head_dim] f32; out_q (may be
  * NULL) also receives out as q8_1 (tlc_q8_bytes(n_head*head_dim)).
@@ -265,12 +252,14 @@ tl_status tlc_attn_wo_decode(tlc_ctx *c, const float *q, const void *kc, const v
 tl_status tlc_attn_decode(tlc_ctx *c, const float *q, const void *kc, const void *vc,
                           tl_type kv_type, int n_head, int n_kv_head, int head_dim, int64_t n_ctx,
                           const int32_t *d_pos, float scale, float *scratch, float *out, void *out_q);
-/* tlc_attn_decode with tlc_qk_rope_kv folded in (one launch instead of
- * two): qkv is the token's raw [q | k | v] row (QKV matvec output, before
- * bias/norm/RoPE); the attention makes q, and the current position's k and
- * v (which it also stores into the cache at *d_pos), itself. bias, q_norm
- * and k_norm as tlc_qk_rope_kv (NULL: none). tlc_attn_pro_ok: n_rot ==
- * head_dim and the early K/V path on (TALLOW_CUDA_ATT_PRO=0 turns it off). */
+/* tlc_attn_decode with the Qwen decode prologue (tlc_qk_rope_kv, below)
+ * folded in, one launch instead of two: qkv is the token's
+ * raw [q | k | v] row (the QKV matvec's output), and the attention applies,
+ * in this order, the QKV bias (bias [(n_head + 2 n_kv_head) * head_dim], or
+ * NULL: Qwen2), the per-head RMSNorm of the q and k heads (q_norm, k_norm
+ * [head_dim], both or neither, eps: Qwen3) and the rotation, making q and
+ * the current position's k and v, which it also stores into the cache at
+ * *d_pos. tlc_attn_pro_ok: n_rot == head_dim. */
 bool tlc_attn_pro_ok(const tlc_ctx *c, int head_dim, const tlc_rope_params *p);
 tl_status tlc_attn_decode_pro(tlc_ctx *c, float *qkv, void *kc, void *vc, tl_type kv_type, int n_head, int n_kv_head,
                               int head_dim, int64_t n_ctx, const int32_t *d_pos, float scale, float *scratch,
@@ -286,8 +275,9 @@ tl_status tlc_rope_kv(tlc_ctx *c, float *qkv, int n_head, int n_kv_head, int hea
  * per-head RMSNorm of the q and k heads (q_norm, k_norm [head_dim], both or
  * neither, eps: Qwen3), for one decode token: one launch instead of the
  * bias, two norm and the RoPE/KV launches. v (biased) is written back into
- * qkv as well. tlc_qk_rope_kv_ok: n_rot == head_dim, a power of two <= 256
- * (and not turned off by TALLOW_CUDA_QKR=0). */
+ * qkv as well. tlc_qk_rope_kv_ok: n_rot == head_dim, a power of two <= 256.
+ * (tlc_attn_decode_pro does the same inside the attention, one launch
+ * fewer, where the decode attention runs.) */
 bool tlc_qk_rope_kv_ok(const tlc_ctx *c, int head_dim, const tlc_rope_params *p);
 tl_status tlc_qk_rope_kv(tlc_ctx *c, float *qkv, int n_head, int n_kv_head, int head_dim, void *kc, void *vc,
                          int64_t n_ctx, const int32_t *d_pos, const tlc_rope_params *p, const float *bias,
@@ -299,7 +289,7 @@ tl_status tlc_attn_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const v
                            int64_t n_ctx, int64_t n_tok, const int32_t *d_pos, float scale,
                            float *out);
 /* The tensor-core path tlc_attn_prefill takes where it applies (f16 cache,
- * head_dim 64 or 128; TALLOW_CUDA_NO_FLASH=1 turns it off): Q and the softmax
+ * head_dim 64 or 128; tl_cuda_tuning.flash_prefill off: never): Q and the softmax
  * weights rounded to f16, f32 accumulation (cuda_flash.cu). */
 bool tlc_flash_prefill_supported(const tlc_ctx *c, tl_type kv_type, int head_dim);
 tl_status tlc_flash_prefill(tlc_ctx *c, const float *q, int64_t q_stride, const void *kc, const void *vc,
@@ -343,10 +333,6 @@ void tlc_graph_free(tlc_graph *g);
 tl_status tlc_measure_copy_bw(tlc_ctx *c, size_t bytes, int reps, double *gbps);
 /* f16 GEMM probe m=n=k=dim through cuBLAS, random inputs; TFLOP/s. */
 tl_status tlc_measure_gemm(tlc_ctx *c, int dim, int reps, double *tflops);
-/* Profiling marks: record event `slot` (0..1023) on the stream; elapsed ms
- * between two recorded slots (syncs). For op-by-op breakdowns only. */
-tl_status tlc_prof_mark(tlc_ctx *c, int slot);
-tl_status tlc_prof_elapsed(tlc_ctx *c, int a, int b, double *ms);
 /* Event timer on the stream. */
 typedef struct tlc_timer tlc_timer;
 tl_status tlc_timer_init(tlc_timer **out);

@@ -26,7 +26,7 @@ tl_status cb_keep(cb_alloc **list, int *n, int *cap, void *p, size_t bytes) {
 static tl_status cb_model_init(const be_model_desc *d, be_model **out) {
     be_model *bm = calloc(1, sizeof *bm);
     if (!bm) return tl_err(TL_ERR_NOMEM, "cuda backend: out of memory");
-    tl_status s = tlc_init(d->device, &bm->c);
+    tl_status s = tlc_init(d->device, d->cuda_tuning, &bm->c);
     if (s) {
         free(bm);
         return s;

@@ -20,42 +20,15 @@ struct tlc_ctx {
     size_t in_use;       /* bytes handed out by tlc_alloc */
     int n_sm;
     bool capturing;
-    bool pdl;            /* programmatic dependent launch (TALLOW_CUDA_PDL=0: off) */
-    cudaEvent_t *prof;   /* [1024] profiling events, created on first use */
-    int epi_glu, epi_acc; /* q8_1 epilogue variant per mode (TLC_EPI_*) */
+    /* tuning (tl_cuda_tuning, copied at init) */
+    bool pdl;             /* programmatic dependent launch (tlc_launch) */
+    bool flash;           /* prompt attention on the tensor cores (cuda_flash.cu) */
     int att_chunk;        /* decode attention: fewest positions per split */
-    int att_warps;        /* decode attention: warps per block (4 or 8) */
-    int att_mode;         /* decode attention bits: 1 cluster merge at short context, 2 early
-                           * K/V loads, 4 that merge gathered into owner ranks (one output
-                           * per thread); default 7 (TALLOW_CUDA_ATT_MODE; cuda_attn.cu) */
-    bool att_wo;          /* short plan: Wo folded into the attention where it can be
-                           * (tlc_attn_wo_ok); opt-in, TALLOW_CUDA_ATT_WO=1: measured slower */
-    bool att_trim;        /* short plan: launch only the cluster's splits (TALLOW_CUDA_ATT_TRIM=0: all) */
+    int mv_store_u;       /* units per lane per pass of the plain store matvecs (QKV, output head); 0: by type */
+    int mv_glu_u;         /* the same for the GLU matvec; 0: by type */
+    int mv_ks;            /* most blocks (a cluster) that split one 32-row group of a Wo/down matvec: 1, 2 or 4 */
     int64_t att_max_len;  /* longest context of the decode attention launches now (0: not
                            * known; tlc_attn_plan) */
-    bool flash;           /* prompt attention on the tensor cores (TALLOW_CUDA_NO_FLASH=1: off) */
-    int mv_lean;          /* q8_1-epilogue accumulate matvecs (Wo, down) in blocks of 32 warps x
-                           * 1 row: -1 for the types measured faster, TALLOW_CUDA_MV_LEAN=0/1
-                           * forces never/always (cuda_matvec.cu) */
-    int inq;              /* down projection quantizes its input in-block: 0 never, 1 where
-                           * possible, 2 for the types measured faster (TALLOW_CUDA_INQ) */
-    bool att_gather_split; /* the gather merge over several owner ranks where a KV head has more
-                           * outputs than a block has threads (cuda_attn.cu; TALLOW_CUDA_ATT_SPLITG=0: off) */
-    bool mv_stream;       /* decode matvecs through shared memory by the bulk-copy engine
-                           * (cuda_mvstream.cu) where the layout allows: TALLOW_CUDA_MV_STREAM=1;
-                           * off by default (measured slower, see that file) */
-    int mv_store_u;       /* units per lane per pass of the plain store matvecs (QKV, output
-                           * head): 0 the measured default per type, else 4, 2 or 1
-                           * (TALLOW_CUDA_MV_STORE_U) */
-    int mv_glu_u;         /* the same for the plain GLU matvec (TALLOW_CUDA_MV_GLU_U) */
-    int mv_ks;            /* most blocks that split one 32-row group of an accumulate matvec
-                           * along its rows (a cluster; 1, 2 or 4; TALLOW_CUDA_MV_KS) */
-    bool mv2;             /* a QKV whose V type differs from Q|K's in one stacked launch
-                           * (tlc_matvec2_fused; TALLOW_CUDA_MV2=0: three launches) */
-    bool qkr;             /* Qwen decode: bias, q/k norm, RoPE and KV store in one launch
-                           * (tlc_qk_rope_kv; TALLOW_CUDA_QKR=0: the separate launches) */
-    bool att_pro;         /* Qwen decode: that launch folded into the attention
-                           * (tlc_attn_decode_pro; TALLOW_CUDA_ATT_PRO=0: separate) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue
                           * (each launch leaves them zero again) */
 };
@@ -73,10 +46,9 @@ struct tlc_ctx {
  * unconditionally, so completion stays transitive along the stream.
  * Kernels must not read what a predecessor writes through the non-coherent
  * path (ld.global.nc / __ldg): .nc requires the data to be read-only for the
- * kernel's lifetime, and with __ldg activations the decode logits were wrong
- * (2026-11-30). With weak loads the outputs are bit-identical to serialized
- * launches and 8B Q4_0 decode gains 10% (430.8 -> 474.2 t/s). On by default;
- * TALLOW_CUDA_PDL=0 turns it off. Without the attribute the wait is a no-op. */
+ * kernel's lifetime, which a producer still running breaks; with weak loads
+ * the outputs are bit-identical to serialized launches. tl_cuda_tuning.pdl
+ * turns the attribute off; without it the wait is a no-op. */
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -110,7 +82,7 @@ __device__ __forceinline__ void rope_store_pair(__half *kc, __half *vc, int head
     if (head < nh + nkv) {
         /* rounding pinned (one product rounded, the other fused): left to
          * nvcc, the contraction into an FMA differs between inlining sites,
-         * and the streamed and register matvecs must store identical bits */
+         * and the RoPE kernels and the QKV epilogue must store identical bits */
         const float x0 = y0, x1 = y1;
         y0 = __fmaf_rn(x0, co, -__fmul_rn(x1, s));
         y1 = __fmaf_rn(x0, s, __fmul_rn(x1, co));

@@ -10,15 +10,27 @@
 
 #include "backend/cuda/cuda_common.cuh"
 
-/* a tuning variable that must be 1, 2, ... up to max (a power of two), else def */
-static int env_pow2(const char *name, int max, int def) {
-    const char *v = getenv(name);
-    const int n = v ? atoi(v) : 0;
-    return n >= 1 && n <= max && !(n & (n - 1)) ? n : def;
+/* a tuning count that must be a power of two up to max, or (zero_ok) 0 */
+static tl_status tune_pow2(const char *field, int32_t v, int32_t max, bool zero_ok) {
+    if ((v == 0 && zero_ok) || (v >= 1 && v <= max && !(v & (v - 1)))) return TL_OK;
+    return tl_err(TL_ERR_INVALID, "cuda tuning: %s is %d (a power of two up to %d%s)", field, (int)v, (int)max,
+                  zero_ok ? ", or 0" : "");
 }
 
-tl_status tlc_init(int device, tlc_ctx **out) {
+static tl_status tune_check(const tl_cuda_tuning *t) {
+    if (t->att_split_min < 1 || t->att_split_min > 4096)
+        return tl_err(TL_ERR_INVALID, "cuda tuning: att_split_min is %d (1..4096)", (int)t->att_split_min);
+    tl_status s = tune_pow2("mv_store_units", t->mv_store_units, 8, true);
+    if (!s) s = tune_pow2("mv_glu_units", t->mv_glu_units, 8, true);
+    if (!s) s = tune_pow2("mv_split_max", t->mv_split_max, 4, false);
+    return s;
+}
+
+tl_status tlc_init(int device, const tl_cuda_tuning *tune, tlc_ctx **out) {
     *out = NULL;
+    const tl_cuda_tuning t = tune ? *tune : tl_cuda_tuning_default();
+    tl_status ts = tune_check(&t);
+    if (ts) return ts;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0)
@@ -30,49 +42,12 @@ tl_status tlc_init(int device, tlc_ctx **out) {
     tlc_ctx *c = (tlc_ctx *)calloc(1, sizeof *c);
     if (!c) return tl_err(TL_ERR_NOMEM, "cuda: context");
     c->device = device;
-    /* programmatic dependent launch, on unless TALLOW_CUDA_PDL=0: safe since
-     * the matvecs read activations with weak loads (cuda_matvec.cu) */
-    const char *pdl = getenv("TALLOW_CUDA_PDL");
-    c->pdl = !(pdl && pdl[0] == '0');
-    c->epi_glu = TLC_EPI_SPLIT; /* measured fastest for GLU (cuda_matvec.cu) */
-    c->epi_acc = TLC_EPI_BLOCK;
-    const char *ac = getenv("TALLOW_CUDA_ATT_CHUNK"); /* tuning: positions per attention split */
-    c->att_chunk = ac && atoi(ac) > 0 ? atoi(ac) : 16;
-    /* decode attention: 8 warps per block (measured 2026-11-30, tg128: 8B
-     * Q4_0 470.9 -> 479.4, 1B Q4_0 1642 -> 1722 t/s against 4);
-     * TALLOW_CUDA_ATT_WARPS=4 for the old layout */
-    const char *aw = getenv("TALLOW_CUDA_ATT_WARPS");
-    c->att_warps = aw && atoi(aw) == 4 ? 4 : 8;
-    const char *am = getenv("TALLOW_CUDA_ATT_MODE");
-    c->att_mode = am && am[0] >= '0' && am[0] <= '7' ? am[0] - '0' : 7;
-    const char *ml = getenv("TALLOW_CUDA_MV_LEAN");
-    c->mv_lean = ml && (ml[0] == '0' || ml[0] == '1') ? ml[0] - '0' : -1;
-    const char *ms = getenv("TALLOW_CUDA_MV_STREAM");
-    c->mv_stream = ms && ms[0] == '1'; /* opt-in: measured slower (cuda_mvstream.cu) */
-    const char *iq = getenv("TALLOW_CUDA_INQ");
-    c->inq = iq && iq[0] >= '0' && iq[0] <= '2' ? iq[0] - '0' : 2;
-    const char *sg = getenv("TALLOW_CUDA_ATT_SPLITG");
-    c->att_gather_split = !(sg && sg[0] == '0');
-    c->mv_store_u = env_pow2("TALLOW_CUDA_MV_STORE_U", 8, 0);
-    c->mv_glu_u = env_pow2("TALLOW_CUDA_MV_GLU_U", 8, 0);
-    c->mv_ks = env_pow2("TALLOW_CUDA_MV_KS", 4, 4);
-    const char *aw2 = getenv("TALLOW_CUDA_ATT_WO");
-    c->att_wo = aw2 && aw2[0] == '1'; /* opt-in: measured slower (cuda_attn.cu) */
-    const char *at = getenv("TALLOW_CUDA_ATT_TRIM");
-    c->att_trim = !(at && at[0] == '0');
-    const char *m2 = getenv("TALLOW_CUDA_MV2");
-    c->mv2 = !(m2 && m2[0] == '0');
-    const char *qkr = getenv("TALLOW_CUDA_QKR");
-    c->qkr = !(qkr && qkr[0] == '0');
-    const char *apr = getenv("TALLOW_CUDA_ATT_PRO");
-    c->att_pro = !(apr && apr[0] == '0');
-    const char *nf = getenv("TALLOW_CUDA_NO_FLASH");
-    c->flash = !(nf && nf[0] == '1');
-    const char *epi = getenv("TALLOW_CUDA_EPI"); /* "G,A": variants for GLU and accumulate */
-    if (epi && epi[0] >= '0' && epi[0] <= '2' && epi[1] == ',' && epi[2] >= '0' && epi[2] <= '2') {
-        c->epi_glu = epi[0] - '0';
-        c->epi_acc = epi[2] - '0';
-    }
+    c->pdl = t.pdl;
+    c->flash = t.flash_prefill;
+    c->att_chunk = t.att_split_min;
+    c->mv_store_u = t.mv_store_units;
+    c->mv_glu_u = t.mv_glu_units;
+    c->mv_ks = t.mv_split_max;
     cudaDeviceProp prop;
     if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
         free(c);
@@ -107,10 +82,6 @@ tl_status tlc_init(int device, tlc_ctx **out) {
 void tlc_free(tlc_ctx *c) {
     if (!c) return;
     cudaStreamSynchronize(c->stream);
-    if (c->prof) {
-        for (int i = 0; i < 1024; i++) cudaEventDestroy(c->prof[i]);
-        free(c->prof);
-    }
     cudaFree(c->mv_cnt);
     cublasDestroy(c->blas);
     cudaStreamDestroy(c->stream);
@@ -403,25 +374,5 @@ tl_status tlc_measure_gemm(tlc_ctx *c, int dim, int reps, double *tflops) {
         return tl_err(TL_ERR_BACKEND, "cuda: gemm probe: cublasGemmEx status %d", (int)bs);
     std::sort(t.begin(), t.end());
     *tflops = 2.0 * dim * (double)dim * dim / (t[t.size() / 2] * 1e-3) / 1e12;
-    return TL_OK;
-}
-
-tl_status tlc_prof_mark(tlc_ctx *c, int slot) {
-    if (slot < 0 || slot >= 1024) return tl_err(TL_ERR_INVALID, "cuda: profiling slot %d", slot);
-    if (!c->prof) {
-        c->prof = (cudaEvent_t *)calloc(1024, sizeof(cudaEvent_t));
-        if (!c->prof) return tl_err(TL_ERR_NOMEM, "cuda: profiling events");
-        for (int i = 0; i < 1024; i++) TLC_TRY(cudaEventCreate(&c->prof[i]), "event create");
-    }
-    TLC_TRY(cudaEventRecord(c->prof[slot], c->stream), "event record");
-    return TL_OK;
-}
-
-tl_status tlc_prof_elapsed(tlc_ctx *c, int a, int b, double *ms) {
-    if (!c->prof) return tl_err(TL_ERR_STATE, "cuda: no profiling marks");
-    TLC_TRY(cudaEventSynchronize(c->prof[b]), "event sync");
-    float f = 0;
-    TLC_TRY(cudaEventElapsedTime(&f, c->prof[a], c->prof[b]), "event elapsed");
-    *ms = f;
     return TL_OK;
 }

@@ -8,38 +8,31 @@
  * streaming hint (read once) before griddepcontrol.wait (programmatic
  * dependent launch: they are constant, so a matvec streams its weights
  * while the kernel before it finishes); the activation (a few KB) is read
- * after the wait with plain loads (L1-cached, ordered by the memory model),
- * once per unit for all of a warp's rows, and beside it the folded norm's
- * partial sums, so that a warp waits on one L2 round trip after the wait,
- * not two.
- * Measured 2026-11-30 on the H200: reading it through the non-coherent path
- * (__ldg) raced with the producer under PDL (decode logits wrong), and
- * through L2 only (ld.cg) made the matvecs 3-4x slower; plain loads give
- * bit-identical logits with PDL and cost ~2% without it. Quantized types
- * dot int8 activations (q8_1: per 32 values d and d*sum) with dp4a; float
- * types use f32 FMA.
+ * after the wait with plain loads (L1-cached, ordered by the memory model;
+ * not the non-coherent path, which races with a producer still running under
+ * PDL), once per unit for all of a warp's rows, and beside it the folded
+ * norm's partial sums, so that a warp waits on one L2 round trip after the
+ * wait, not two. Quantized types dot int8 activations (q8_1: per 32 values d
+ * and d*sum) with dp4a; float types use f32 FMA.
  * Modes: store, accumulate (residual add fused), GLU (rows i and i+m of a
  * [gate; up] matrix in one warp, silu(g)*u written: the FFN's gate/up/SiLU in
  * one launch).
  * Fusions (tlc_matvec_fused), which remove every separate norm/quantize
- * launch from a decode layer:
+ * launch from a decode layer but the GLU's:
  *  - RMSNorm folded in: the product is linear in the activation scale, so
  *    the producer hands over q8_1(x o g) and per-32 partial sums of x^2, and
  *    each warp multiplies its dot by rsqrt(sum/n + eps) at the end;
- *  - q8_1 epilogue: the last block to finish a group of 32 consecutive
- *    outputs writes their q8_1 block (and, accumulating into the residual,
- *    y o g_next and the partial sum of y^2 for the next layer's folded
- *    norm; for GLU, the quantized SiLU(g)*u the down projection reads);
+ *  - q8_1 epilogue of a store/accumulate matvec: blocks of exactly 32
+ *    outputs, each writing its group's q8_1 block (and, accumulating into
+ *    the residual, y o g_next and the partial sum of y^2 for the next
+ *    layer's folded norm); the GLU's q8_1 is a separate many-block launch,
+ *    which measured faster than the in-kernel forms;
  *  - in-block input quantization (in_q8, template flag IQ): each block
  *    quantizes the f32 input into shared memory after the wait, while its
- *    first weights are in flight, so the producer needs no q8_1 at all.
- *    Measured 2026-11-30 (tg128, same binary): Q8_0 down +2.4%, but Q4_0
- *    8B -1.0%, 1B -3.9%, Q4_K_M -9.2% (16 x 2 blocks); 2026-12-01, in the
- *    32 x 1 blocks: 8B Q4_0 +1.3-1.7%, 1B Q4_0 -2%, Q4_K_M -2.4%; so the
- *    engine uses it for Q8_0 and for Q4_0 rows of several passes (8B down).
- * The per-type unit traits and the epilogue helpers are in cuda_mv.cuh; an
- * opt-in variant that streams the weights through shared memory instead
- * (measured slower) is cuda_mvstream.cu.
+ *    first weights are in flight, so the producer needs no q8_1 at all;
+ *    the engine uses it where it measured faster (tlc_mv_in_q8_use).
+ * Measurements of each layout and fusion: docs/PERFORMANCE.md (CUDA).
+ * The per-type unit traits and the epilogue helpers are in cuda_mv.cuh.
  * Calls: CUDA. */
 #include <cooperative_groups.h>
 
@@ -112,11 +105,12 @@ __device__ __forceinline__ float mv_in_scale(const mv_fuse_d &f, int64_t n_in, f
 
 /* W warps per block, R weight rows per warp (GLU: R/2 outputs, each a gate
  * row and an up row), U units per lane in flight.
- * q8_1 epilogue (f.out_q): the blocks of one 32-output group count
- * themselves in cnt[group] after their outputs are visible (threadfence);
- * the last one reads the group's 32 outputs back from L2 and writes its
- * q8_1 block, then zeroes the counter for the next launch. So the fast
- * layout (4 warps, 2 rows each) stays and no extra launch is needed. */
+ * q8_1 epilogue (f.out_q): launched only in blocks of exactly 32 outputs,
+ * which write their group's q8_1 block themselves. The counted form at the
+ * end (blocks of fewer outputs count themselves in cnt[group] and the last
+ * one writes the block) is launched no more, as it measured slower; it
+ * stays compiled because taking it out changes the code of every instance,
+ * those the defaults run included, which would want measuring. */
 /* The body of one block: bx is its index within this weight's blocks, and
  * row_off the index of w's first row in the whole output (the RoPE
  * epilogue's row numbering; y already points at w's first output). */
@@ -143,11 +137,8 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
      * unit is loaded once for all R rows rather than once per row (with a
      * guard per row the compiler kept one load per row, each behind a
      * branch, so after the wait a warp waited on them one after another).
-     * Measured 2026-12-01 with the norm's sums below (tg128, same calls,
-     * with / without): 8B Q4_0 584.9 / 574.7, 1B F16 1,197 / 1,150, 1B
-     * Q4_0 2,149 / 2,011, 8B Q8_0 404 / 391, Qwen3-8B Q4_0 554 / 548, 8B
-     * F16 243.1 / 241.6; for Q4_K and Q6_K (MV_UG) it made the Q4_K GLU
-     * spill (Q4_K_M 504 / 517), so they keep the per-row guard */
+     * Q4_K and Q6_K keep the per-row guard (MV_UG): with the clamp their
+     * GLU spilled. */
     int64_t lrows[R];
 #pragma unroll
     for (int r = 0; r < R; r++) lrows[r] = MV_UG(T) ? min(rows[r], w.n_out - 1) : rows[r];
@@ -157,11 +148,8 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
      * cluster: the residual rows are read right after the wait and the
      * epilogue's gamma before it, so neither load waits at the end, where
      * the block's last microseconds decide when the next kernel may
-     * start. Measured 2026-12-01 (tg128, same call, with / without, for
-     * every accumulate layout): 1B Q4_0 2,225 / 2,160 and 2,225 / 2,170,
-     * 8B Q8_0 407.0 / 403.5 and 405.9 / 401.6, but 8B Q4_0 575.6 / 584.8
-     * and 577.3 / 583.4, 1B F16 1,170 / 1,203 and 1,169 / 1,199 (their
-     * kernels' code came out worse), so only those two */
+     * start; in the other accumulate layouts the kernels' code came out
+     * slower with it */
     constexpr bool YP = R <= 2 && W >= 16 && (T == TL_TYPE_Q8_0 || (T == TL_TYPE_Q4_0 && KS > 1 && !IQ));
     float yp[R], gp = 1.0f;
     if constexpr (YP)
@@ -179,12 +167,8 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
     const int64_t nu_all = live ? M::units(w.n_in) : 0;
     const int64_t per = KS > 1 ? (nu_all + 32 * KS - 1) / (32 * KS) * 32 : nu_all;
     /* F16 keeps the clamped (run-time) form even unsplit: it compiles to
-     * more registers and ran faster, measured 2026-11-30 (tg128, same
-     * binary otherwise): 8B F16 240.3 vs 228.4, 1B F16 1,115 vs 1,082; for
-     * the other types the constant form (Q4_K_M: the Q6_K head at 127
-     * instead of 156 registers, 492.6 vs 468.1). The mechanism was not
-     * established (no disassembler here); capping F16 blocks per SM with
-     * shared-memory padding instead measured slower (215.9, 970). */
+     * more registers and runs faster (why is not established); the other
+     * types the constant form, which needs fewer registers there */
     constexpr bool RT = KS > 1 || T == TL_TYPE_F16;
     const int64_t u0 = RT ? min(nu_all, rank * per) : 0;
     const int64_t nu = RT ? min(nu_all, u0 + per) : nu_all; /* this rank's units [u0, nu) */
@@ -275,8 +259,8 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
         } else {
             if (R == 2 && f.rope_on) {
                 /* (the other R == 2 instances keep the whole epilogue here:
-                 * never run there, but taking it out moved their register
-                 * allocation, e.g. the Q6_K head's 80 -> 95) */
+                 * never run there, but taking it out moves their register
+                 * allocation) */
                 if constexpr (RP) mv_rope_apply(f, rows[0] + row_off, rp, acc[0], acc[1]);
                 else mv_rope_pair(f, rows[0] + row_off, acc[0], acc[1]);
             }
@@ -291,9 +275,9 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
     }
     if constexpr (AM) {
         /* greedy decode's argmax (f.amax; its own instances, AM: compiled
-         * into every store kernel it perturbed their code, measured
-         * 2026-12-01: Q4_K_M tg128 -2.5%): the block's best row, one
-         * atomic (none when the key there is already higher) */
+         * into every store kernel it changed their code and slowed them):
+         * the block's best row, one atomic (none when the key there is
+         * already higher) */
         __shared__ unsigned long long bk[W];
         unsigned long long k = 0;
         if (live)
@@ -328,7 +312,7 @@ __device__ __forceinline__ void matvec_body(const tlc_weight &w, const float *xf
         grp = blk;
         o = sv[lane];
     } else {
-        /* is this block the last of its 32-output group? */
+        /* the counted form (not launched: see above): is this block the last of its group? */
         __shared__ int last;
         if (lane == 0) __threadfence();
         __syncthreads();
@@ -366,38 +350,27 @@ matvec2_k(const tlc_weight w1, const tlc_weight w2, int64_t nb1, const float *xf
                                                    blockIdx.x - nb1, w1.n_out);
 }
 
-/* the accumulate matvecs with the q8_1 epilogue in blocks of 32 warps x 1
- * row (the lean layout; measured below), and its blocks per 32-row group */
-static bool mv_lean(const tlc_ctx *c, tl_type t) {
-    return c->mv_lean == 1 || (c->mv_lean < 0 && t != TL_TYPE_Q8_0);
-}
+/* the blocks per 32-row group of a lean accumulate matvec (below): a
+ * cluster of up to c->mv_ks where the groups alone would leave SMs idle */
 static int mv_lean_ks(const tlc_ctx *c, int64_t n_out) {
     int ks = 1;
     while (ks < c->mv_ks && (int64_t)tlc_div_up(n_out, 32) * ks * 2 <= c->n_sm) ks *= 2;
     return ks;
 }
 
-/* epilogue: TLC_EPI_SPLIT (a separate act_prep_ss launch), TLC_EPI_COUNT
- * (the last block of each group, 4-warp blocks), TLC_EPI_BLOCK (blocks of
- * exactly 32 outputs: GLU 4 warps x 8 outputs, accumulate 32 warps x 1 row,
- * or 16 warps x 2 rows for Q8_0) */
+/* The launch of a store/accumulate/GLU matvec. With the q8_1 epilogue
+ * (store/accumulate: the GLU's is a separate launch, tlc_matvec_fused) in
+ * blocks of exactly 32 outputs: 32 warps x 1 row of 4 units per lane (the
+ * lean layout, 64 registers), or for Q8_0, which is faster so, 16 warps x
+ * 2 rows. */
 template <int T, bool IQ>
 static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq,
                                 const float2 *xds, float *y, int mode, const mv_fuse_d &f) {
     const int64_t n_out = mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out;
-    const int epi = mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc;
     const size_t sm = IQ ? (size_t)w->n_in + (size_t)w->n_in / 32 * sizeof(float2) : 0;
-    if (f.out_q && epi == TLC_EPI_BLOCK) {
+    if (f.out_q) {
         const dim3 g(tlc_div_up(n_out, 32));
-        if (mode == TLC_MV_GLU) /* never IQ */
-            return tlc_launch(c, matvec_k<T, 16, 1, 4>, g, dim3(128), 0, *w, xf, xq, xds, y, mode, n_out, f,
-                              c->mv_cnt);
-        /* 32 warps x 1 row (4 units per lane, 64 registers) instead of 16 x 2:
-         * measured 2026-11-30 (tg128, same call): 1B F16 927 -> 995, 1B Q4_0
-         * 1772 -> 1825, 8B Q4_0 521 -> 540, Q4_K_M 473 -> 478, but Q8_0 369
-         * -> 307. With the in-block quantization since 2026-12-01 (its
-         * prologue at 2 float4 per lane: no spill) */
-        if (mv_lean(c, (tl_type)T)) {
+        if constexpr (T != TL_TYPE_Q8_0) {
             /* fewer groups than SMs (1B: 64 groups of 2048 rows): a cluster
              * of 2 or 4 blocks per group, each a slice of the rows, so
              * twice or four times the SMs stream the matrix */
@@ -406,26 +379,16 @@ static cudaError_t mv_launch_iq(tlc_ctx *c, const tlc_weight *w, const float *xf
                                                                       : matvec_k<T, 1, 4, 32, IQ, 1>;
             return tlc_launch_cl(c, dim3(ks), k, dim3(g.x * ks), dim3(1024), sm, *w, xf, xq, xds, y, mode, n_out, f,
                                  c->mv_cnt);
+        } else {
+            return tlc_launch(c, matvec_k<T, 2, 4, 16, IQ>, g, dim3(512), sm, *w, xf, xq, xds, y, mode, n_out, f,
+                              c->mv_cnt);
         }
-        return tlc_launch(c, matvec_k<T, 2, 4, 16, IQ>, g, dim3(512), sm, *w, xf, xq, xds, y, mode, n_out,
-                          f, c->mv_cnt);
     }
     if (!IQ && mode != TLC_MV_ACCUM) {
-        /* units per lane per pass: fewer registers, more warps resident.
-         * Measured 2026-11-30 (tg128, same call, U 2 / U 4): GLU 8B Q4_0
-         * 551.3 / 546.7, 1B Q4_0 1,966 / 1,878, Q4_K_M 493.6 / 481.4, 1B F16
-         * 1,005.6 / 992.2, 8B F16 226.7 / 225.1, Q8_0 equal; store (QKV,
-         * head) for Q4_0 and Q8_0 (8B Q4_0 QKV: 768 blocks, 5 per SM at
-         * U 4 = 1.16 waves, 7 at U 2): 560.4 / 546.7, Q8_0 382.7 / 369.7,
-         * 1B Q4_0 1,898 / 1,878. 2026-12-01, with the stacked QKV: Q4_K_M
-         * store U 2 / 4 (Q4_K QKV, the stacked one, the Q6_K head) 510.1 /
-         * 502.3 and 507.1 / 501.6 in two calls, 8B Q4_0 (its Q6_K head)
-         * 564.2 / 563.9: so 2 for every quantized type (Q4_1 unmeasured).
-         * Float store rows that fit one pass at U 8 (n_in <= 2048: F16 1B's
-         * QKV and head, 127 registers) take U 8, longer ones U 4 (same calls,
-         * U 8 / U 4: 1B F16 1,131 / 1,109 and 1,135 / 1,109; 8B F16, two
-         * passes either way, 229.4 / 240.8). GLU U 8 / 4 for F16: slower
-         * (1B 1,111 and 1,104 vs 1,131; 8B 221.5 vs 229.4). */
+        /* units per lane per pass (tuning; 0: by type): 2 for quantized
+         * weights and for every GLU (fewer registers, more warps resident:
+         * the 8B Q4_0 QKV's blocks fit one wave), 8 for 16-bit float rows
+         * that fit one pass so (n_in <= 2048), else 4 */
         const bool glu = mode == TLC_MV_GLU;
         constexpr bool f16 = T == TL_TYPE_F16 || T == TL_TYPE_BF16;
         int u = glu ? c->mv_glu_u : c->mv_store_u;
@@ -467,26 +430,13 @@ bool tlc_mv_in_q8_ok(const tlc_weight *w) {
 }
 
 bool tlc_mv_in_q8_use(const tlc_ctx *c, const tlc_weight *w) {
-    if (!tlc_mv_in_q8_ok(w) || c->inq == 0) return false;
-    if (c->inq == 1) return true;
-    /* the streaming kernel reads the q8_1 that the GLU's epilogue writes */
-    if (mvs_supported(c, w, TLC_MV_ACCUM)) return false;
-    /* Q4_0 in the lean layout where each warp's slice of a row takes more
-     * than two passes of 4 units, so the prologue hides behind the passes
-     * after it. Measured 2026-12-01 (tg128, same calls, everywhere / the
-     * old rule, TALLOW_CUDA_INQ=1 / 2): 8B Q4_0 (down: 3.5 passes) 567.8 /
-     * 560.6 and 564.1 / 559.8; 1B Q4_0 (1 pass per cluster rank) 1,947 /
-     * 1,992 and 1,936 / 1,967; Q4_K_M 493.0 / 505.5 (so not the K-quants).
-     * With this rule, 8B Q4_0 INQ=2 / 0: 567.8 / 560.6, 568.2 / 558.9. */
-    if (w->type == TL_TYPE_Q4_0 && c->epi_acc == TLC_EPI_BLOCK && mv_lean(c, w->type) &&
-        mv<TL_TYPE_Q4_0>::units(w->n_in) / mv_lean_ks(c, w->n_out) > 2 * 32 * 4)
+    if (!tlc_mv_in_q8_ok(w)) return false;
+    /* Q8_0, and Q4_0 (lean layout) where each warp's slice of a row takes
+     * more than two passes of 4 units, so the prologue hides behind the
+     * passes after it (8B's down); slower for the other types and shapes */
+    if (w->type == TL_TYPE_Q4_0 && mv<TL_TYPE_Q4_0>::units(w->n_in) / mv_lean_ks(c, w->n_out) > 2 * 32 * 4)
         return true;
     return w->type == TL_TYPE_Q8_0;
-}
-
-void tlc_set_mv_epilogue(tlc_ctx *c, int glu, int acc) {
-    c->epi_glu = glu;
-    c->epi_acc = acc;
 }
 
 tl_status tlc_matvec(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, float *y,
@@ -568,18 +518,11 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
     mv_fuse_d f;
     tl_status s = mv_fuse_make(w, w->n_out, xf, xq, mode, fz, &f);
     if (s) return s;
-    const bool in_q = f.in_q;
-    /* the streaming kernel where the layout allows (its epilogues are always in-kernel) */
-    cudaError_t e = cudaSuccess;
-    if (!in_q && !f.amax && mvs_launch(c, w, xf, q8, ds, y, mode, f, &e)) {
-        TLC_TRY(e, "matvec (streamed)");
-        return TL_OK;
-    }
-    /* the split variant: the plain kernel, then a separate quantize launch */
-    const bool split = f.out_q && (mode == TLC_MV_GLU ? c->epi_glu : c->epi_acc) == TLC_EPI_SPLIT;
+    /* the GLU's q8_1: the plain kernel, then a separate quantize launch */
+    const bool split = f.out_q && mode == TLC_MV_GLU;
     mv_fuse_d fq = f;
     if (split) f.out_q = NULL;
-    e = mv_dispatch(w->type, [&](auto t) { return mv_launch<decltype(t)::value>(c, w, xf, q8, ds, y, mode, f); });
+    cudaError_t e = mv_dispatch(w->type, [&](auto t) { return mv_launch<decltype(t)::value>(c, w, xf, q8, ds, y, mode, f); });
     TLC_TRY(e, "matvec");
     if (split)
         return tlc_act_prep_ss(c, y, fq.out_norm, mode == TLC_MV_GLU ? w->n_out / 2 : w->n_out, 1, fq.out_f,
@@ -589,7 +532,7 @@ tl_status tlc_matvec_fused(tlc_ctx *c, const tlc_weight *w, const float *xf, con
 
 /* the type pairs matvec2_k is compiled for, and its launch */
 bool tlc_matvec2_ok(const tlc_ctx *c, const tlc_weight *w1, const tlc_weight *w2) {
-    return c->mv2 && w1->type == TL_TYPE_Q4_K && w2->type == TL_TYPE_Q6_K && w1->n_in == w2->n_in;
+    return w1->type == TL_TYPE_Q4_K && w2->type == TL_TYPE_Q6_K && w1->n_in == w2->n_in;
 }
 
 tl_status tlc_matvec2_fused(tlc_ctx *c, const tlc_weight *w1, const tlc_weight *w2, const float *xf, const void *xq,
@@ -608,8 +551,8 @@ tl_status tlc_matvec2_fused(tlc_ctx *c, const tlc_weight *w1, const tlc_weight *
     const float2 *ds = (const float2 *)((const uint8_t *)xq + w1->n_in);
     /* blocks of MV_WARPS warps x 2 rows for each weight */
     const int64_t nb1 = tlc_div_up(tlc_div_up(w1->n_out, 2), MV_WARPS), nb2 = tlc_div_up(tlc_div_up(w2->n_out, 2), MV_WARPS);
-    /* units per pass: 2, as the store matvecs of these types (4 when
-     * TALLOW_CUDA_MV_STORE_U asks for 4 or more) */
+    /* units per pass: 2, as the store matvecs of these types (4 when the
+     * tuning asks for 4 or more) */
     auto k = c->mv_store_u >= 4 ? matvec2_k<TL_TYPE_Q4_K, 4, TL_TYPE_Q6_K, 4> : matvec2_k<TL_TYPE_Q4_K, 2, TL_TYPE_Q6_K, 2>;
     TLC_TRY(tlc_launch(c, k, dim3(nb1 + nb2), dim3(MV_WARPS * 32), 0, *w1, *w2, nb1, xf, q8, ds, y, f),
             "matvec (stacked)");

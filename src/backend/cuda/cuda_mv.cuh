@@ -1,10 +1,8 @@
-/* backend/cuda/cuda_mv: what the two decode matvec kernels share: the
- * per-type unit traits (mv<T>: load one 16-byte unit of a repacked row and
- * dot it with the activation), the fused prologue/epilogue
- * parameters (mv_fuse_d), the QKV RoPE+KV pair epilogue and the q8_1 group
- * epilogue. The register kernel (cuda_matvec.cu) loads units into registers;
- * the streaming kernel (cuda_mvstream.cu) copies rows into shared memory and
- * builds the same units from there. Calls: CUDA. */
+/* backend/cuda/cuda_mv: the decode matvec's building blocks (cuda_matvec.cu):
+ * the per-type unit traits (mv<T>: load one 16-byte unit of a repacked row
+ * and dot it with the activation), the fused prologue/epilogue parameters
+ * (mv_fuse_d), the QKV RoPE+KV pair epilogue and the q8_1 group epilogue.
+ * Calls: CUDA. */
 #ifndef TL_BACKEND_CUDA_MV_CUH
 #define TL_BACKEND_CUDA_MV_CUH
 
@@ -14,22 +12,15 @@
 
 __device__ __forceinline__ int dp4a(int a, int b, int c) { return __dp4a(a, b, c); }
 
-/* weight loads: streamed from global memory (read once), or (SM) from a
- * shared-memory stage that the streaming kernel filled */
-template <bool SM> __device__ __forceinline__ uint4 ldw16(const void *p) {
-    if constexpr (SM) return *(const uint4 *)p;
-    else return __ldcs((const uint4 *)p);
-}
-template <bool SM> __device__ __forceinline__ uint2 ldw8(const void *p) {
-    if constexpr (SM) return *(const uint2 *)p;
-    else return __ldcs((const uint2 *)p);
-}
+/* weight loads: streamed from global memory (read once) */
+__device__ __forceinline__ uint4 ldw16(const void *p) { return __ldcs((const uint4 *)p); }
+__device__ __forceinline__ uint2 ldw8(const void *p) { return __ldcs((const uint2 *)p); }
 
 /* activation loads: plain (weak) global loads, L1-cached, which the memory
  * model orders after griddepcontrol.wait. Not __ldg: ld.global.nc requires
  * the data to be read-only for the kernel's whole lifetime, which is false
  * under programmatic dependent launch (the producer may still be running
- * when this grid starts); with .nc, decode logits were wrong (see header). */
+ * when this grid starts; cuda_common.cuh). */
 template <typename T> __device__ __forceinline__ T ldx(const T *p) { return *p; }
 
 /* units per row for each type (16 weight bytes each; Q6_K: 24) */
@@ -38,8 +29,8 @@ template <int T> struct mv;
 template <> struct mv<TL_TYPE_F16> {
     struct W { uint4 q; };
     static __host__ __device__ int64_t units(int64_t n) { return n / 8; }
-    template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        return W{ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16)};
+    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
+        return W{ldw16((const uint8_t *)w.q + w.q_row * row + u * 16)};
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *xf,
                                 const int8_t *, const float2 *) {
@@ -55,8 +46,8 @@ template <> struct mv<TL_TYPE_F16> {
 template <> struct mv<TL_TYPE_BF16> {
     struct W { uint4 q; };
     static __host__ __device__ int64_t units(int64_t n) { return n / 8; }
-    template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        return W{ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16)};
+    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
+        return W{ldw16((const uint8_t *)w.q + w.q_row * row + u * 16)};
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *xf,
                                 const int8_t *, const float2 *) {
@@ -74,8 +65,8 @@ template <> struct mv<TL_TYPE_BF16> {
 template <> struct mv<TL_TYPE_F32> {
     struct W { uint4 q; };
     static __host__ __device__ int64_t units(int64_t n) { return n / 4; }
-    template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
-        return W{ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16)};
+    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
+        return W{ldw16((const uint8_t *)w.q + w.q_row * row + u * 16)};
     }
     static __device__ float dot(const W &v, const tlc_weight &, int64_t, int64_t u, const float *xf,
                                 const int8_t *, const float2 *) {
@@ -105,9 +96,9 @@ __device__ __forceinline__ int mv_nib_dot(const uint4 &q, const int8_t *xq, int6
 template <> struct mv<TL_TYPE_Q4_0> {
     struct W { uint4 q; __half d; };
     static __host__ __device__ int64_t units(int64_t n) { return n / 32; }
-    template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
+    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         W v;
-        v.q = ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16);
+        v.q = ldw16((const uint8_t *)w.q + w.q_row * row + u * 16);
         v.d = ((const __half *)((const uint8_t *)w.s + w.s_row * row))[u];
         return v;
     }
@@ -122,9 +113,9 @@ template <> struct mv<TL_TYPE_Q4_0> {
 template <> struct mv<TL_TYPE_Q4_1> {
     struct W { uint4 q; __half2 dm; };
     static __host__ __device__ int64_t units(int64_t n) { return n / 32; }
-    template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
+    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         W v;
-        v.q = ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16);
+        v.q = ldw16((const uint8_t *)w.q + w.q_row * row + u * 16);
         v.dm = ((const __half2 *)((const uint8_t *)w.s + w.s_row * row))[u];
         return v;
     }
@@ -140,9 +131,9 @@ template <> struct mv<TL_TYPE_Q4_1> {
 template <> struct mv<TL_TYPE_Q8_0> {
     struct W { uint4 q; __half d; };
     static __host__ __device__ int64_t units(int64_t n) { return n / 16; }
-    template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
+    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         W v;
-        v.q = ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16);
+        v.q = ldw16((const uint8_t *)w.q + w.q_row * row + u * 16);
         v.d = ((const __half *)((const uint8_t *)w.s + w.s_row * row))[u >> 1];
         return v;
     }
@@ -166,10 +157,10 @@ template <> struct mv<TL_TYPE_Q8_0> {
 template <> struct mv<TL_TYPE_Q4_K> {
     struct W { uint4 q; __half2 dd; uint16_t scm; };
     static __host__ __device__ int64_t units(int64_t n) { return n / 32; }
-    template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
+    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         const uint8_t *s = (const uint8_t *)w.s + w.s_row * row;
         W v;
-        v.q = ldw16<SM>((const uint8_t *)w.q + w.q_row * row + u * 16);
+        v.q = ldw16((const uint8_t *)w.q + w.q_row * row + u * 16);
         v.dd = ((const __half2 *)s)[u >> 3];
         v.scm = ((const uint16_t *)(s + w.n_in / 256 * 4))[u];
         return v;
@@ -189,11 +180,11 @@ template <> struct mv<TL_TYPE_Q4_K> {
 template <> struct mv<TL_TYPE_Q6_K> {
     struct W { uint4 q; uint2 h; __half d; uint16_t sc; };
     static __host__ __device__ int64_t units(int64_t n) { return n / 32; }
-    template <bool SM = false> static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
+    static __device__ W load(const tlc_weight &w, int64_t row, int64_t u) {
         const uint8_t *q = (const uint8_t *)w.q + w.q_row * row, *s = (const uint8_t *)w.s + w.s_row * row;
         W v;
-        v.q = ldw16<SM>(q + u * 16);
-        v.h = ldw8<SM>(q + w.n_in / 2 + u * 8);
+        v.q = ldw16(q + u * 16);
+        v.h = ldw8(q + w.n_in / 2 + u * 8);
         v.d = ((const __half *)s)[u >> 3];
         v.sc = ((const uint16_t *)(s + w.n_in / 256 * 2))[u];
         return v;
@@ -305,12 +296,5 @@ template <typename F> static inline cudaError_t mv_dispatch(tl_type t, F &&f) {
     default: return cudaErrorInvalidValue;
     }
 }
-
-/* the streaming kernel (cuda_mvstream.cu): whether it takes w in this mode;
- * and its launch (the register kernel's arguments): false when it does not
- * take w, else true with the launch's error in *e */
-bool mvs_supported(const tlc_ctx *c, const tlc_weight *w, int mode);
-bool mvs_launch(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq, const float2 *xds, float *y,
-                int mode, const mv_fuse_d &f, cudaError_t *e);
 
 #endif

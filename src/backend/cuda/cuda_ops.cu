@@ -1,9 +1,9 @@
 /* backend/cuda/cuda_ops: the small ops around the matvecs: activation prep
  * (RMSNorm fused with the q8_1 quantization the next matvec reads), RMSNorm
  * (also per head, for Qwen3's QK-norm: rows of head_dim), residual add,
- * SiLU-gate-multiply, RoPE (interleaved and NeoX), KV-cache store, the
- * Qwen decode prologue in one launch (bias, q/k norm, RoPE, KV store: its
- * A/B in the commit log and docs/PERFORMANCE.md), argmax.
+ * SiLU-gate-multiply, RoPE (interleaved and NeoX), KV-cache store, RoPE
+ * with the KV store in one decode launch, and with the Qwen prologue (bias,
+ * q/k norm) in front of it, argmax.
  * Positions come from device memory so captured graphs stay valid.
  * Calls: CUDA. */
 #include "backend/cuda/cuda_common.cuh"
@@ -206,8 +206,8 @@ tl_status tlc_kv_store(tlc_ctx *c, const float *k, const float *v, int64_t n_tok
 }
 
 /* one block: each thread scans float4 chunks tid, tid + 1024, ... with 8
- * loads in flight (the logits sit in L2; a dependent load per element made
- * this 33 us for a 128k vocabulary), then a tree over the block */
+ * loads in flight (the logits sit in L2, so a dependent load per element
+ * would leave it latency-bound), then a tree over the block */
 __device__ __forceinline__ void am_take(float v, int64_t i, float &best, int64_t &bi) {
     if (bi < 0 || v > best) { best = v; bi = i; } /* increasing i per thread: first hit is lowest */
 }
@@ -420,7 +420,7 @@ qk_rope_kv_k(float *x, int nh, int nkv, int hd, __half *kc, __half *vc, int64_t 
 }
 
 bool tlc_qk_rope_kv_ok(const tlc_ctx *c, int head_dim, const tlc_rope_params *p) {
-    return c->qkr && p->n_rot == head_dim && head_dim >= 2 && head_dim <= 2 * QKR_THREADS && !(head_dim & (head_dim - 1));
+    return p->n_rot == head_dim && head_dim >= 2 && head_dim <= 2 * QKR_THREADS && !(head_dim & (head_dim - 1));
 }
 
 tl_status tlc_qk_rope_kv(tlc_ctx *c, float *qkv, int n_head, int n_kv_head, int head_dim, void *kc, void *vc,
@@ -428,8 +428,7 @@ tl_status tlc_qk_rope_kv(tlc_ctx *c, float *qkv, int n_head, int n_kv_head, int 
                          const float *q_norm, const float *k_norm, float eps) {
     if (!tlc_qk_rope_kv_ok(c, head_dim, p))
         return tl_err(TL_ERR_UNSUPPORTED, "cuda: fused bias/norm/rope/kv needs n_rot == head_dim, a power of two "
-                      "<= %d (head_dim %d, n_rot %d; TALLOW_CUDA_QKR=0 turns it off)", 2 * QKR_THREADS, head_dim,
-                      p->n_rot);
+                      "<= %d (head_dim %d, n_rot %d)", 2 * QKR_THREADS, head_dim, p->n_rot);
     if (!q_norm != !k_norm) return tl_err(TL_ERR_INVALID, "cuda: fused q/k norm needs both norm weights");
     const int n = (n_head + 2 * n_kv_head) * (head_dim / 2);
     TLC_TRY(tlc_launch(c, qk_rope_kv_k, dim3(tlc_div_up(n, QKR_THREADS)), dim3(QKR_THREADS), 0, qkv, n_head,
