@@ -181,7 +181,7 @@ QUANT_DECL_VD(quant_dot_q5_k_q8_k);
 QUANT_DECL_VD(quant_dot_q6_k_q8_k);
 QUANT_DECL_VD(quant_dot_iq4_xs_q8_k);
 
-/* ---- AVX2/FMA/F16C kernels (call only if tl_cpu_has_avx2_fma()) ---- */
+/* ---- AVX2/FMA/F16C kernels (call only if tl_cpu_use_avx2()) ---- */
 QUANT_DECL_FF(quant_f16_from_float_avx2);
 QUANT_DECL_TF(quant_f16_to_float_avx2);
 QUANT_DECL_FF(quant_bf16_from_float_avx2);

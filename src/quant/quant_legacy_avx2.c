@@ -12,7 +12,7 @@
  * >= 1.0x on a Xeon (Sapphire Rapids class), ~0.9x on this AMD EPYC
  * (fp16 conversion is slower there; ggml uses a 256 KB lookup table).
  * Activation quantizers (Q8_0, Q8_1) are bit-exact with the scalar ones.
- * Only called when tl_cpu_has_avx2_fma(). Calls: nothing outside quant. */
+ * Only called when tl_cpu_use_avx2(). Calls: nothing outside quant. */
 #include <immintrin.h>
 #include <string.h>
 

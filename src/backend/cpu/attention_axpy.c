@@ -10,7 +10,7 @@
 void attn_axpy_f16_avx2(float *acc, float a, const uint16_t *v, int64_t n);
 
 void attn_axpy_f16(float *acc, float a, const uint16_t *v, int64_t n) {
-    if (tl_cpu_has_avx2_fma() && n % 8 == 0) {
+    if (tl_cpu_use_avx2() && n % 8 == 0) {
         attn_axpy_f16_avx2(acc, a, v, n);
         return;
     }
