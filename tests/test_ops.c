@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "base/fp16.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
@@ -211,17 +212,8 @@ static void tp_mark(void *arg, int ith, int nth) {
     for (int i = ith; i < a->n; i += nth) a->hits[i]++;
 }
 
-int main(void) {
-    test_activations();
-    tl_threadpool *tp;
-    CHECK(tl_threadpool_init(3, &tp) == TL_OK, "threadpool");
-    int hits[1000] = {0};
-    tp_arg a = {hits, 1000};
-    for (int r = 0; r < 200; r++) tl_threadpool_run(tp, tp_mark, &a);
-    int bad = 0;
-    for (int i = 0; i < 1000; i++) bad += hits[i] != 200;
-    CHECK(bad == 0, "thread pool: %d indices not visited exactly 200 times", bad);
-
+/* The matmul and attention cases under the kernel level in use. */
+static void test_level(tl_threadpool *tp) {
     /* every weight type the engine runs, at 1..3 threads; token counts
      * 1 (decode) and 3 (the one-token kernels), 7 and 13 (4-token groups
      * plus a ragged tail), 40 (more than one token block); row counts not a
@@ -243,6 +235,7 @@ int main(void) {
             if (nt == 3) test_matmul(tpn, types[t], kq ? 1536 : 576, 33, 40);
             if (nt == 2) {
                 test_matmul_x(tpn, types[t], 512, 20, 8, true);
+                test_matmul_x(tpn, types[t], 512, 20, 16, true); /* the panel kernels */
                 test_matmul_x(tpn, types[t], 512, 20, 1, true);
             }
         }
@@ -255,6 +248,33 @@ int main(void) {
     test_attention(tp, 6, 10, 4, 2, 32, 8);   /* window inside the context */
     test_attention(tp, 1, 300, 4, 1, 64, 512); /* window wider than the context */
     test_attention(tp, 1, 63, 2, 1, 16, 64);  /* exactly at the boundary */
+}
+
+int main(void) {
+    test_activations();
+    tl_threadpool *tp;
+    CHECK(tl_threadpool_init(3, &tp) == TL_OK, "threadpool");
+    int hits[1000] = {0};
+    tp_arg a = {hits, 1000};
+    for (int r = 0; r < 200; r++) tl_threadpool_run(tp, tp_mark, &a);
+    int bad = 0;
+    for (int i = 0; i < 1000; i++) bad += hits[i] != 200;
+    CHECK(bad == 0, "thread pool: %d indices not visited exactly 200 times", bad);
+
+    /* each kernel level this CPU runs (the scalar, AVX2 and AVX-512
+     * kernels all take these cases; the ones it lacks are named) */
+    for (int lv = TL_CPU_LEVEL_SCALAR; lv <= TL_CPU_LEVEL_AVX512; lv++) {
+        if (lv > tl_cpu_detected_level()) {
+            printf("SKIP %s kernels: this CPU lacks the ISA\n", tl_cpu_level_name(lv));
+            continue;
+        }
+        tl_cpu_set_level(lv);
+        const int before = test_n_fail;
+        test_level(tp);
+        printf("matmul + attention, %s kernels: ran, %s\n", tl_cpu_level_name(lv),
+               test_n_fail == before ? "pass" : "FAIL");
+    }
+    tl_cpu_set_level(tl_cpu_detected_level());
     tl_threadpool_free(tp);
     return test_finish();
 }

@@ -205,6 +205,11 @@ QUANT_DECL_VD(quant_dot_q4_k_q8_k_avx2);
 QUANT_DECL_VD(quant_dot_q5_k_q8_k_avx2);
 QUANT_DECL_VD(quant_dot_q6_k_q8_k_avx2);
 
+/* ---- AVX-512 F/BW/VL/VNNI kernels (call only if tl_cpu_use_avx512()) ---- */
+QUANT_DECL_VD(quant_dot_q4_0_q8_0_avx512);
+QUANT_DECL_VD(quant_dot_q4_1_q8_1_avx512);
+QUANT_DECL_VD(quant_dot_q8_0_q8_0_avx512);
+
 #ifdef __AVX2__
 #include <immintrin.h>
 #include <string.h>
