@@ -33,5 +33,6 @@ void ops_ctx_free(ops_ctx *c) {
     free(c->att);
     free(c->gscale);
     free(c->panel);
+    free(c->attp);
     memset(c, 0, sizeof *c);
 }

@@ -24,6 +24,8 @@ typedef struct ops_ctx {
     size_t gscale_n;    /* floats in gscale */
     float *att;         /* [n_threads][att_stride] attention score scratch */
     int64_t att_stride;
+    float *attp;        /* attention's per-span partial results, grown on demand */
+    size_t attp_n;      /* floats in attp */
     uint8_t *panel;     /* [n_threads][panel_stride] repacked weight rows (backend/cpu/gemm.h) */
     size_t panel_stride;
 } ops_ctx;

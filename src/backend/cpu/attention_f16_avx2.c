@@ -10,8 +10,9 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-void attn_scores_avx2(const uint16_t *k, int64_t stride, int n, const float *q, int64_t hd, float *s) {
-    for (int i = 0; i < n; i++, k += stride) {
+void attn_scores_avx2(const uint16_t *const *rows, int n, const float *q, int64_t hd, float *s) {
+    for (int i = 0; i < n; i++) {
+        const uint16_t *k = rows[i];
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
         int64_t e = 0;
         for (; e + 16 <= hd; e += 16) {
@@ -25,12 +26,12 @@ void attn_scores_avx2(const uint16_t *k, int64_t stride, int n, const float *q, 
     }
 }
 
-void attn_accum_avx2(float *o, const float *p, const uint16_t *v, int64_t stride, int n, int64_t hd) {
+void attn_accum_avx2(float *o, const float *p, const uint16_t *const *rows, int n, int64_t hd) {
     for (int64_t e = 0; e < hd; e += 8) {
         __m256 acc = _mm256_loadu_ps(o + e);
-        const uint16_t *ve = v + e;
-        for (int i = 0; i < n; i++, ve += stride)
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ve)), acc);
+        for (int i = 0; i < n; i++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(rows[i] + e))),
+                                  acc);
         _mm256_storeu_ps(o + e, acc);
     }
 }

@@ -6,8 +6,9 @@
 
 static inline __m512 ld16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
-void attn_scores_avx512(const uint16_t *k, int64_t stride, int n, const float *q, int64_t hd, float *s) {
-    for (int i = 0; i < n; i++, k += stride) {
+void attn_scores_avx512(const uint16_t *const *rows, int n, const float *q, int64_t hd, float *s) {
+    for (int i = 0; i < n; i++) {
+        const uint16_t *k = rows[i];
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         int64_t e = 0;
         for (; e + 32 <= hd; e += 32) {
@@ -19,11 +20,10 @@ void attn_scores_avx512(const uint16_t *k, int64_t stride, int n, const float *q
     }
 }
 
-void attn_accum_avx512(float *o, const float *p, const uint16_t *v, int64_t stride, int n, int64_t hd) {
+void attn_accum_avx512(float *o, const float *p, const uint16_t *const *rows, int n, int64_t hd) {
     for (int64_t e = 0; e < hd; e += 16) {
         __m512 acc = _mm512_loadu_ps(o + e);
-        const uint16_t *ve = v + e;
-        for (int i = 0; i < n; i++, ve += stride) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[i]), ld16(ve), acc);
+        for (int i = 0; i < n; i++) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[i]), ld16(rows[i] + e), acc);
         _mm512_storeu_ps(o + e, acc);
     }
 }
