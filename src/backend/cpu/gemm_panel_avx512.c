@@ -118,7 +118,7 @@ static inline __m512i bcast4(const uint8_t *p) {
 }
 
 /* NT tokens (1..4) from token j0: 16 outputs each */
-static inline void panel_tokens(int nt, int64_t nb, bool has_min, bool sgn, const uint8_t *panel, const uint8_t *y,
+static inline __attribute__((always_inline)) void panel_tokens(int nt, int64_t nb, bool has_min, bool sgn, const uint8_t *panel, const uint8_t *y,
                                 size_t ys, size_t yb, size_t yo, const float *ds, int64_t dsj, int nrows, float *out,
                                 int64_t ldo) {
     const float *pd = (const float *)(panel + (size_t)nb * 8 * GEMM_PANEL * 4), *pm = pd + nb * GEMM_PANEL;
@@ -160,3 +160,4 @@ void gemm_panel_run_avx512(tl_type t, int64_t k, const uint8_t *panel, const uin
         panel_tokens((int)(m - j), nb, has_min, !has_min, panel, y + (size_t)j * ys, ys, yb, yo, ds + j * nb * 2, nb * 2,
                      nrows, out + j * ldo, ldo);
 }
+
