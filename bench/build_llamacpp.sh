@@ -9,6 +9,11 @@
 # Usage: bench/build_llamacpp.sh [-j N] [--cuda]   (default -j2: the dev machine has 2 shared cores)
 #   --cuda   also build ggml's CUDA backend (needs nvcc); it goes to build-llamacpp-cuda/ so the
 #            CPU build stays as it is.
+#   --native GGML_NATIVE=ON (-march=native). The default instead names this CPU's ISA extensions
+#            from /proc/cpuinfo (AVX2, FMA, F16C, BMI2, AVX-512 F/CD/VL/DQ/BW, VBMI, VNNI, BF16,
+#            AVX-VNNI): the same kernels as -march=native except AMX, because b11312's AMX
+#            Q4_1 path dies with SIGILL (tileloadd without a tile configuration) on the Sapphire
+#            Rapids-class VM these figures come from, and llama-bench with it.
 # Result: build-llamacpp/bin/{llama-bench,llama-batched-bench,llama-server,llama-perplexity,
 #         llama-quantize,llama-cli,llama-simple,llama-tokenize}, build-llamacpp/bin/libllama.so
 #         (+ libggml*.so), and
@@ -24,12 +29,14 @@ LLAMA_BUILD=11312
 
 JOBS=2
 CUDA=OFF
+NATIVE=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -j) [ -n "${2:-}" ] || { echo "build_llamacpp: -j needs a number" >&2; exit 2; }
             JOBS=$2; shift 2 ;;
         --cuda) CUDA=ON; shift ;;
-        *) echo "build_llamacpp: unknown argument '$1' (usage: [-j N] [--cuda])" >&2; exit 2 ;;
+        --native) NATIVE=1; shift ;;
+        *) echo "build_llamacpp: unknown argument '$1' (usage: [-j N] [--cuda] [--native])" >&2; exit 2 ;;
     esac
 done
 
@@ -60,13 +67,26 @@ if [ ! -f "$LSRC/CMakeLists.txt" ]; then
     [ -f "$LSRC/CMakeLists.txt" ] || die "sdist has no vendor/llama.cpp/CMakeLists.txt"
 fi
 
-# Native ISA (same flags a user building llama.cpp on this machine gets), no tests, server
+# ISA: see --native above. x86 flags as ggml's options, from the kernel's CPU flags.
+ISA=(-DGGML_NATIVE=ON)
+if [ "$NATIVE" = 0 ] && [ "$(uname -m)" = x86_64 ]; then
+    FLAGS=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+    has() { case "$FLAGS" in *" $1 "*) echo ON ;; *) echo OFF ;; esac; }
+    AVX512=OFF
+    [ "$(has avx512f)$(has avx512cd)$(has avx512vl)$(has avx512dq)$(has avx512bw)" = ONONONONON ] && AVX512=ON
+    ISA=(-DGGML_NATIVE=OFF -DGGML_SSE42="$(has sse4_2)" -DGGML_AVX="$(has avx)" -DGGML_AVX2="$(has avx2)"
+         -DGGML_FMA="$(has fma)" -DGGML_F16C="$(has f16c)" -DGGML_BMI2="$(has bmi2)"
+         -DGGML_AVX_VNNI="$(has avx_vnni)" -DGGML_AVX512="$AVX512" -DGGML_AVX512_VBMI="$(has avx512vbmi)"
+         -DGGML_AVX512_VNNI="$(has avx512_vnni)" -DGGML_AVX512_BF16="$(has avx512_bf16)"
+         -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+fi
+# No tests, server
 # without its web UI (the prebuilt one would be downloaded, and no network is reachable) and
 # without OpenSSL. Build number/commit passed in because the vendored tree has no .git.
 cmake -S "$LSRC" -B "$BLD" \
     -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=ON \
-    -DGGML_NATIVE=ON -DGGML_CUDA="$CUDA" -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
+    "${ISA[@]}" -DGGML_CUDA="$CUDA" -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
@@ -94,5 +114,6 @@ for b in llama-bench llama-batched-bench llama-server llama-perplexity llama-qua
     [ -x "$OUT/bin/$b" ] || die "missing $OUT/bin/$b after build"
 done
 ls "$OUT"/bin/libllama.so* >/dev/null 2>&1 || die "missing libllama.so in $OUT/bin"
-echo "llama-cpp-python $LCP_VERSION / llama.cpp b$LLAMA_BUILD ($LLAMA_COMMIT)$([ "$CUDA" = ON ] && echo ", CUDA")" >"$OUT/VERSION"
+echo "llama-cpp-python $LCP_VERSION / llama.cpp b$LLAMA_BUILD ($LLAMA_COMMIT)$([ "$CUDA" = ON ] && echo ", CUDA")," \
+    "$([ "$NATIVE" = 1 ] && echo "-march=native" || echo "ISA: ${ISA[*]}")" >"$OUT/VERSION"
 echo "build_llamacpp: done: $OUT/bin ($(cat "$OUT/VERSION"))"

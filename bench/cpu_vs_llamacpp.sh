@@ -5,7 +5,12 @@
 # every model and thread count this runs llama-bench and `tallow bench` back to back with the same
 # prompt/generation lengths and repetitions, then prints one table with the ratio.
 #
-# Usage: bench/cpu_vs_llamacpp.sh [-p 512] [-n 128] [-r 3] [-t "1 2"] [--all-types] [MODEL.gguf ...]
+# Usage: bench/cpu_vs_llamacpp.sh [-p 512] [-n 128] [-r 1] [-k 3] [-d 0] [-t "1 2"] [--all-types]
+#                                 [MODEL.gguf ...]
+#   -k K: rounds; each round runs llama-bench then tallow bench (-r R repetitions each) for every
+#   model and thread count, so the engines' runs interleave over the run; the table gives the
+#   median over the rounds of each round's mean (bench/cpu_vs_llamacpp_parse.py).
+#   -d N: tests at depth N (both engines' -d; llama-bench runs -fa 0,1 and the faster is kept).
 #   default models: models/SmolLM2-135M-Instruct.{Q4_1,Q8_0,F16}.gguf (those present; the Q8_0
 #   and F16 files are made from Q4_1 with `bench/cpu_vs_llamacpp.sh --make-variants`, which also
 #   makes the Q5_0 ... IQ4_XS variants below from the F16 file)
@@ -14,7 +19,8 @@
 #        (default build-llamacpp/bin), OUT=dir for the raw logs (default build-llamacpp/bench-logs)
 # Needs: bench/build_llamacpp.sh done, tallow built, python3 (to parse/print).
 # Both programs read the weights through mmap and use random/synthetic tokens; llama-bench runs
-# with its defaults (no flash attention, f16 KV cache, n_batch 2048, n_ubatch 512).
+# with its defaults otherwise (flash attention off unless -d, f16 KV cache, n_batch 2048, n_ubatch
+# 512).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +29,9 @@ LLAMA_BIN=${LLAMA_BIN:-$ROOT/build-llamacpp/bin}
 OUT=${OUT:-$ROOT/build-llamacpp/bench-logs}
 P=512
 N=128
-R=3
+R=1
+K=3
+D=0
 THREADS="1 2"
 MODELS=()
 ALL=0
@@ -67,10 +75,12 @@ while [ $# -gt 0 ]; do
     -p) P=$2; shift 2 ;;
     -n) N=$2; shift 2 ;;
     -r) R=$2; shift 2 ;;
+    -k) K=$2; shift 2 ;;
+    -d) D=$2; shift 2 ;;
     -t) THREADS=$2; shift 2 ;;
     --make-variants) make_variants; exit 0 ;;
     --all-types) ALL=1; shift ;;
-    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) MODELS+=("$1"); shift ;;
     esac
@@ -106,62 +116,29 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) cores," \
     "$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# llama.cpp: $(cat "$ROOT/build-llamacpp/VERSION" 2>/dev/null || echo unknown)"
 echo "# tallow:    $TALLOW_SRC ($(stat -c %y "$TALLOW_SRC" | cut -d. -f1))"
-echo "# -p $P -n $N -r $R, threads: $THREADS"
+echo "# -p $P -n $N -d $D -r $R, $K interleaved rounds, threads: $THREADS"
 
-for m in "${MODELS[@]}"; do
-    [ -f "$m" ] || die "model $m not found"
-    base=$(basename "$m" .gguf)
-    for t in $THREADS; do
-        lj=$OUT/$base-t$t-llamacpp-$STAMP.json
-        tl=$OUT/$base-t$t-tallow-$STAMP.txt
-        echo "# running llama-bench $base -t $t ..." >&2
-        "$LLAMA_BIN/llama-bench" -m "$m" -p "$P" -n "$N" -t "$t" -r "$R" -o json >"$lj" 2>"$lj.err" \
-            || { tail -5 "$lj.err" >&2; die "llama-bench failed on $m"; }
-        echo "# running tallow bench $base -t $t ..." >&2
-        "$TALLOW" bench -m "$m" -p "$P" -n "$N" -t "$t" -r "$R" >"$tl" 2>"$tl.err" \
-            || { tail -5 "$tl.err" >&2; die "tallow bench failed on $m"; }
-        python3 - "$lj" "$tl" "$base" "$t" >>"$RES" <<'EOF'
-import json, re, sys
-lj, tl, base, t = sys.argv[1:]
-rows = {}
-for r in json.load(open(lj)):
-    test = ("pp%d" % r["n_prompt"]) if r["n_gen"] == 0 else ("tg%d" % r["n_gen"])
-    rows.setdefault(test, {})["llama"] = (r["avg_ts"], r["stddev_ts"])
-for line in open(tl):
-    c = [x.strip() for x in line.strip().strip("|").split("|")]
-    if len(c) >= 7 and re.fullmatch(r"(pp|tg)\d+", c[5]):
-        mean, sd = re.match(r"([\d.]+)\s*±\s*([\d.]+)", c[6]).groups()
-        rows.setdefault(c[5], {})["tallow"] = (float(mean), float(sd))
-for test in sorted(rows, key=lambda s: (s[:2] != "pp", s)):
-    l = rows[test].get("llama", (float("nan"), 0.0))
-    a = rows[test].get("tallow", (float("nan"), 0.0))
-    print("\t".join([base, t, test, "%.2f" % l[0], "%.2f" % l[1], "%.2f" % a[0], "%.2f" % a[1],
-                     "%.2f" % (a[0] / l[0] if l[0] == l[0] and l[0] > 0 else float("nan"))]))
-EOF
+FA=0
+[ "$D" -gt 0 ] && FA=0,1
+for k in $(seq 1 "$K"); do
+    for m in "${MODELS[@]}"; do
+        [ -f "$m" ] || die "model $m not found"
+        base=$(basename "$m" .gguf)
+        for t in $THREADS; do
+            lj=$OUT/$base-t$t-d$D-k$k-llamacpp-$STAMP.json
+            tl=$OUT/$base-t$t-d$D-k$k-tallow-$STAMP.txt
+            echo "# round $k: llama-bench $base -t $t (load $(cut -d' ' -f1 /proc/loadavg)) ..." >&2
+            "$LLAMA_BIN/llama-bench" -m "$m" -p "$P" -n "$N" -d "$D" -fa "$FA" -t "$t" -r "$R" -o json \
+                >"$lj" 2>"$lj.err" || { tail -5 "$lj.err" >&2; die "llama-bench failed on $m"; }
+            echo "# round $k: tallow bench $base -t $t ..." >&2
+            "$TALLOW" bench -m "$m" -p "$P" -n "$N" -d "$D" -t "$t" -r "$R" >"$tl" 2>"$tl.err" \
+                || { tail -5 "$tl.err" >&2; die "tallow bench failed on $m"; }
+            python3 "$ROOT/bench/cpu_vs_llamacpp_parse.py" round "$lj" "$tl" "$base" "$t" >>"$RES"
+        done
     done
 done
 
 echo
-python3 - "$RES" <<'EOF'
-import sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-hdr = ["model", "threads", "test", "llama.cpp t/s", "tallow t/s", "tallow / llama.cpp"]
-body = [[b, t, test, "%s ± %s" % (lm, ls), "%s ± %s" % (am, as_), "%sx" % r]
-        for b, t, test, lm, ls, am, as_, r in rows]
-w = [max(len(x[i]) for x in [hdr] + body) for i in range(len(hdr))]
-right = [False, True, False, True, True, True]
-
-
-def line(c):
-    return "| " + " | ".join(x.rjust(w[i]) if right[i] else x.ljust(w[i])
-                             for i, x in enumerate(c)) + " |"
-
-
-print(line(hdr))
-print("|" + "|".join(("-" * (w[i] + 1) + ":") if right[i] else "-" * (w[i] + 2)
-                     for i in range(len(hdr))) + "|")
-for c in body:
-    print(line(c))
-EOF
+python3 "$ROOT/bench/cpu_vs_llamacpp_parse.py" table "$RES"
 echo
 echo "# load avg at end: $(cut -d' ' -f1-3 /proc/loadavg); raw logs in $OUT (*-$STAMP.*)"
