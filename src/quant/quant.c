@@ -75,6 +75,9 @@ static const quant_kernels avx512_tab[TL_TYPE_COUNT] = {
     AVX2_ENTRIES,
     AVX512_ENTRIES,
 };
+/* BF16 weights where the CPU also has AVX512_BF16 */
+static const quant_kernels bf16_avx512 = {TL_TYPE_BF16, TL_TYPE_BF16, quant_bf16_to_float, quant_bf16_from_float_avx2,
+                                          quant_dot_bf16_bf16_avx512};
 #pragma GCC diagnostic pop
 #endif
 
@@ -87,7 +90,7 @@ const quant_kernels *quant_kernels_at(int level, tl_type t) {
     const quant_kernels *k = quant_kernels_ref(t);
     if (!k || level > tl_cpu_detected_level()) return NULL;
 #ifdef HAVE_AVX2_TABLE
-    if (level == TL_CPU_LEVEL_AVX512) return &avx512_tab[t];
+    if (level == TL_CPU_LEVEL_AVX512) return t == TL_TYPE_BF16 && tl_cpu_has_avx512_bf16() ? &bf16_avx512 : &avx512_tab[t];
     if (level == TL_CPU_LEVEL_AVX2) return &avx2_tab[t];
 #endif
     return k;
