@@ -387,6 +387,8 @@ tl_status tl_grammar_accept_bytes(tl_grammar *g, const char *s, size_t n);
  * an end-of-generation token was accepted. */
 bool tl_grammar_can_end(const tl_grammar *g);
 bool tl_grammar_ended(const tl_grammar *g);
+/* GBNF text of any JSON object (--json, response_format json_object). */
+const char *tl_grammar_json_gbnf(void);
 
 /* ---- sampling ------------------------------------------------------------ */
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "grammar/gram_pda.h"
+#include "grammar/gram_vocab.h"
 
 static tl_status gm_nomem(void) { return tl_err(TL_ERR_NOMEM, "grammar: out of memory"); }
 
@@ -183,6 +184,11 @@ static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
         p->s_acc = b;
         if (!(a = realloc(p->trans, (size_t)nc * (size_t)p->n_cls * sizeof *a))) return gm_nomem();
         p->trans = a;
+        uint64_t(*l)[4] = realloc(p->loop, (size_t)nc * sizeof *l);
+        if (!l) return gm_nomem();
+        p->loop = l;
+        if (!(b = realloc(p->loop_ok, (size_t)nc))) return gm_nomem();
+        p->loop_ok = b;
         p->cap_states = nc;
     }
     if (p->n_pool + n > p->cap_pool) {
@@ -197,6 +203,7 @@ static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
     p->s_off[id] = (int32_t)p->n_pool;
     p->s_len[id] = n;
     p->s_acc[id] = acc;
+    p->loop_ok[id] = 0;
     memcpy(p->pool + p->n_pool, v, (size_t)n * sizeof *v);
     p->n_pool += n;
     for (int32_t c = 0; c < p->n_cls; c++) p->trans[(int64_t)id * p->n_cls + c] = GM_UNKNOWN;
@@ -218,10 +225,12 @@ tl_status gm_pda_init(gm_pda *p, const gbnf *g) {
     p->s_len = malloc(256 * sizeof(int32_t));
     p->s_acc = malloc(256);
     p->trans = malloc(256 * (size_t)p->n_cls * sizeof(int32_t));
+    p->loop = malloc(256 * sizeof *p->loop);
+    p->loop_ok = malloc(256);
     p->pool = malloc(4096 * sizeof(int32_t));
     p->work = malloc(256 * sizeof(int32_t));
     p->outl = malloc(256 * sizeof(int32_t));
-    if (!p->npos || !p->npar || !p->nseen || !p->s_off || !p->s_len || !p->s_acc || !p->trans || !p->pool ||
+    if (!p->npos || !p->npar || !p->nseen || !p->s_off || !p->s_len || !p->s_acc || !p->trans || !p->loop || !p->loop_ok || !p->pool ||
         !p->work || !p->outl) {
         gm_pda_free(p);
         return gm_nomem();
@@ -235,6 +244,7 @@ tl_status gm_pda_init(gm_pda *p, const gbnf *g) {
 void gm_pda_free(gm_pda *p) {
     free(p->npos), free(p->npar), free(p->nseen), free(p->nhash);
     free(p->s_off), free(p->s_len), free(p->s_acc), free(p->pool), free(p->trans), free(p->shash);
+    free(p->loop), free(p->loop_ok);
     free(p->work), free(p->outl);
     memset(p, 0, sizeof *p);
 }
@@ -272,6 +282,60 @@ tl_status gm_pda_step(gm_pda *p, int32_t st, int32_t c, int32_t *out) {
     if (!s) s = gm_state(p, n, acc, out);
     if (!s) p->trans[(int64_t)st * p->n_cls + c] = *out;
     return s;
+}
+
+tl_status gm_pda_loops(gm_pda *p, int32_t st, const uint64_t **out) {
+    if (!p->loop_ok[st]) {
+        uint64_t l[4] = {0, 0, 0, 0};
+        for (int32_t c = 0; c < p->n_cls; c++) {
+            int32_t t;
+            tl_status s = gm_pda_next(p, st, p->rep[c], &t);
+            if (s) return s;
+            if (t != st) continue;
+            for (int b = 0; b < 256; b++)
+                if (p->cls[b] == c) l[b >> 6] |= 1ull << (b & 63);
+        }
+        memcpy(p->loop[st], l, sizeof l);
+        p->loop_ok[st] |= 1;
+    }
+    *out = p->loop[st];
+    return TL_OK;
+}
+
+/* Depth-first over (automaton state, decoder state) pairs from st through
+ * every well-formed multi-byte character; pairs already seen are skipped. */
+static tl_status gm_u8_walk(gm_pda *p, int32_t root, int32_t st, int u8, bool *ok) {
+    int32_t seen_t[64];
+    int seen_u[64], n_seen = 0;
+    for (int b = 0x80; b < 0x100 && *ok; b++) {
+        int u = gv_u8_step(u8, (uint8_t)b);
+        if (u == GV_U8_BAD) continue;
+        int32_t t;
+        tl_status s = gm_pda_next(p, st, (uint8_t)b, &t);
+        if (s) return s;
+        if (t == GM_DEAD || (u == 0 && t != root)) {
+            *ok = false;
+            return TL_OK;
+        }
+        if (u == 0) continue;
+        bool dup = false;
+        for (int k = 0; k < n_seen && !dup; k++) dup = seen_t[k] == t && seen_u[k] == u;
+        if (dup) continue;
+        if (n_seen < 64) seen_t[n_seen] = t, seen_u[n_seen++] = u;
+        if ((s = gm_u8_walk(p, root, t, u, ok))) return s;
+    }
+    return TL_OK;
+}
+
+tl_status gm_pda_utf8_loop(gm_pda *p, int32_t st, bool *out) {
+    if (!(p->loop_ok[st] & 2)) {
+        bool ok = true;
+        tl_status s = gm_u8_walk(p, st, st, 0, &ok);
+        if (s) return s;
+        p->loop_ok[st] |= (uint8_t)(2 | (ok ? 4 : 0));
+    }
+    *out = (p->loop_ok[st] & 4) != 0;
+    return TL_OK;
 }
 
 tl_status gm_pda_compact(gm_pda *p, int32_t st) {

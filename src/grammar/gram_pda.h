@@ -43,6 +43,8 @@ typedef struct gm_pda {
     int32_t *pool;
     int64_t n_pool, cap_pool;
     int32_t *trans; /* [cap_states * n_cls] */
+    uint64_t (*loop)[4]; /* [cap_states] bytes that lead from a state to itself */
+    uint8_t *loop_ok;    /* [cap_states] bit 0: loop[] computed; bit 1: utf8 computed; bit 2: utf8 */
     int32_t *shash;
     int32_t shash_cap;
     /* scratch */
@@ -58,6 +60,12 @@ tl_status gm_pda_start(gm_pda *p, int32_t *out);
 /* Next state of state s on byte class c (GM_DEAD if none), computed once. */
 tl_status gm_pda_step(gm_pda *p, int32_t s, int32_t c, int32_t *out);
 static inline bool gm_pda_accepting(const gm_pda *p, int32_t s) { return s >= 0 && p->s_acc[s]; }
+/* The bytes b with next(s, b) == s (computes every transition of s once). */
+tl_status gm_pda_loops(gm_pda *p, int32_t s, const uint64_t **out);
+/* Whether every well-formed multi-byte UTF-8 character leads from s back
+ * to s (and every prefix of one stays alive): the grammar takes any
+ * non-ASCII character here and stays put. */
+tl_status gm_pda_utf8_loop(gm_pda *p, int32_t s, bool *out);
 /* Drop every state but s, which becomes state 0 (ids change: callers drop
  * anything keyed by state id). */
 tl_status gm_pda_compact(gm_pda *p, int32_t s);

@@ -8,11 +8,68 @@
  * is built per model and shared by all grammars over it.
  * Owns: the trie and the token kinds. Calls: base. */
 #include <stdbool.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grammar/gram_vocab.h"
 #include "tallow.h"
+
+/* States: 0 boundary; 1/2/3 need that many 80-BF bytes; 4 need A0-BF then
+ * 1 (after E0); 5 need 80-9F then 1 (after ED); 6 need 90-BF then 2 (after
+ * F0); 7 need 80-8F then 2 (after F4). Overlongs and surrogates are bad. */
+int gv_u8_step(int st, uint8_t b) {
+    switch (st) {
+    case 0:
+        if (b < 0x80) return 0;
+        if (b >= 0xc2 && b <= 0xdf) return 1;
+        if (b == 0xe0) return 4;
+        if (b == 0xed) return 5;
+        if (b >= 0xe1 && b <= 0xef) return 2;
+        if (b == 0xf0) return 6;
+        if (b >= 0xf1 && b <= 0xf3) return 3;
+        if (b == 0xf4) return 7;
+        return GV_U8_BAD;
+    case 1: case 2: case 3: return b >= 0x80 && b <= 0xbf ? st - 1 : GV_U8_BAD;
+    case 4: return b >= 0xa0 && b <= 0xbf ? 1 : GV_U8_BAD;
+    case 5: return b >= 0x80 && b <= 0x9f ? 1 : GV_U8_BAD;
+    case 6: return b >= 0x90 && b <= 0xbf ? 2 : GV_U8_BAD;
+    case 7: return b >= 0x80 && b <= 0x8f ? 2 : GV_U8_BAD;
+    default: return GV_U8_BAD;
+    }
+}
+
+/* below[] and u8_clean[] of every node; path is scratch of max depth. */
+static tl_status gv_summaries(tl_grammar_vocab *v, int32_t *path) {
+    int32_t nn = v->n_nodes;
+    uint8_t *u8 = malloc((size_t)nn + 1);
+    v->below = calloc((size_t)nn + 1, sizeof *v->below);
+    v->u8_clean = malloc((size_t)nn + 1);
+    if (!u8 || !v->below || !v->u8_clean) {
+        free(u8);
+        return tl_err(TL_ERR_NOMEM, "grammar vocab: out of memory");
+    }
+    /* decoder state at each node, top-down along the path */
+    for (int32_t i = 0; i < nn; i++) {
+        int d = v->nodes[i].depth;
+        int up = d == 1 ? 0 : u8[path[d - 2]];
+        u8[i] = (uint8_t)gv_u8_step(up, v->nodes[i].byte);
+        path[d - 1] = i;
+    }
+    /* reverse preorder: children are done before their parent */
+    for (int32_t i = nn - 1; i >= 0; i--) {
+        bool wf = true; /* no ill-formed byte anywhere below */
+        for (int32_t c = i + 1; c < v->nodes[i].end; c = v->nodes[c].end) {
+            uint8_t b = v->nodes[c].byte;
+            v->below[i][b >> 6] |= 1ull << (b & 63);
+            for (int k = 0; k < 4; k++) v->below[i][k] |= v->below[c][k];
+            wf = wf && u8[c] != GV_U8_BAD && (v->u8_clean[c] & 2);
+        }
+        v->u8_clean[i] = (uint8_t)((wf ? 2 : 0) | (u8[i] == 0 ? 1 : 0));
+    }
+    free(u8);
+    return TL_OK;
+}
 
 typedef struct gv_sort {
     const uint8_t *s;
@@ -32,6 +89,9 @@ static int gv_cmp(const void *a, const void *b) {
 void tl_grammar_vocab_free(tl_grammar_vocab *v) {
     if (!v) return;
     free(v->nodes);
+    free(v->below);
+    free(v->sub_lo);
+    free(v->u8_clean);
     free(v->toks);
     free(v->kind);
     free(v->blob);
@@ -77,8 +137,9 @@ tl_status tl_grammar_vocab_init_pieces(int32_t n, const char *const *text, const
     qsort(srt, (size_t)m, sizeof *srt, gv_cmp);
     v->toks = malloc(((size_t)m + 1) * sizeof *v->toks);
     v->nodes = malloc(((size_t)n_nodes_max + 1) * sizeof *v->nodes);
+    v->sub_lo = malloc(((size_t)n_nodes_max + 1) * sizeof *v->sub_lo);
     int32_t *open = malloc((GV_MAX_TOKEN_BYTES + 1) * sizeof *open); /* node id by depth on the current path */
-    if (!v->kind || !v->off || !v->blob || !v->toks || !v->nodes || !open) {
+    if (!v->kind || !v->off || !v->blob || !v->toks || !v->nodes || !v->sub_lo || !open) {
         free(open);
         free(srt);
         tl_grammar_vocab_free(v);
@@ -100,6 +161,7 @@ tl_status tl_grammar_vocab_init_pieces(int32_t n, const char *const *text, const
             d->depth = (uint16_t)(depth + 1);
             d->tok_lo = 0;
             d->tok_n = 0;
+            v->sub_lo[nn] = i;
             open[depth] = nn++;
         }
         gv_node *leaf = &v->nodes[open[depth - 1]];
@@ -110,6 +172,14 @@ tl_status tl_grammar_vocab_init_pieces(int32_t n, const char *const *text, const
     v->n_nodes = nn;
     gv_node *shrunk = realloc(v->nodes, ((size_t)nn + 1) * sizeof *v->nodes);
     if (shrunk) v->nodes = shrunk;
+    v->sub_lo[nn] = m;
+    tl_status st = gv_summaries(v, open);
+    if (st) {
+        free(open);
+        free(srt);
+        tl_grammar_vocab_free(v);
+        return st;
+    }
     v->n_text = m;
     for (int32_t i = 0; i < n; i++)
         if (v->off[i + 1] - v->off[i] > v->max_len) v->max_len = v->off[i + 1] - v->off[i];

@@ -15,6 +15,11 @@
 enum { GV_TEXT = 0, GV_EOG = 1, GV_NEVER = 2 };
 #define GV_MAX_TOKEN_BYTES 4096
 
+/* The UTF-8 decoder's states: 0 at a character boundary, GV_U8_BAD after an
+ * ill-formed byte, others in the middle of a character. */
+#define GV_U8_BAD 8
+int gv_u8_step(int st, uint8_t b);
+
 typedef struct gv_node {
     int32_t end;          /* this node's subtree is nodes [self, end) */
     int32_t tok_lo;       /* tokens ending here: toks[tok_lo .. tok_lo + tok_n) */
@@ -27,6 +32,15 @@ struct tl_grammar_vocab {
     int32_t n_vocab, n_text, n_nodes;
     size_t max_len;
     gv_node *nodes; /* preorder */
+    /* per node: the bytes anywhere strictly below it, and the first of the
+     * tokens in its subtree (they are toks[sub_lo[i] .. sub_lo[end[i]]));
+     * sub_lo has a sentinel entry at n_nodes */
+    uint64_t (*below)[4];
+    int32_t *sub_lo;
+    /* per node: bit 0 set when the node ends a whole UTF-8 character, bit 1
+     * when every token below continues it as well-formed UTF-8 (possibly
+     * cut short) */
+    uint8_t *u8_clean;
     int32_t *toks;  /* text tokens sorted by bytes */
     uint8_t *kind;  /* [n_vocab] */
     char *blob;     /* the text of token i is blob[off[i] .. off[i + 1]) */

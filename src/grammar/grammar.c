@@ -134,6 +134,34 @@ static tl_status gr_bound(tl_grammar *g) {
 
 /* The trie walk: every text token whose bytes the automaton accepts from
  * state st, plus end-of-generation tokens where the grammar may end. */
+/* Subtrees smaller than this are walked node by node. */
+#define GR_BULK_MIN 1
+
+/* Whether node i's whole subtree is accepted from state t: every ASCII byte
+ * below loops on t and, if there are non-ASCII bytes below, node i ends a
+ * character, the tokens below are well-formed UTF-8 and every character
+ * loops on t. Then *hi extends the node's tokens to the subtree's and the walk
+ * moves to its end; else the walk moves to the first child. */
+static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t, int32_t *hi, int32_t *next) {
+    const tl_grammar_vocab *v = g->v;
+    const uint64_t *l, *b = v->below[i];
+    tl_status s = gm_pda_loops(&g->pda, t, &l);
+    if (s) return s;
+    bool in = !(b[0] & ~l[0]) && !(b[1] & ~l[1]);
+    if (in && (b[2] | b[3])) {
+        bool u8 = false;
+        if ((v->u8_clean[i] & 1) && (s = gm_pda_utf8_loop(&g->pda, t, &u8))) return s;
+        in = u8;
+    }
+    if (in) {
+        *hi = v->sub_lo[v->nodes[i].end];
+        *next = v->nodes[i].end;
+    } else {
+        *next = i + 1;
+    }
+    return TL_OK;
+}
+
 static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
     const tl_grammar_vocab *v = g->v;
     memset(w, 0, (size_t)g->n_words * 4);
@@ -151,11 +179,13 @@ static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
             continue;
         }
         stk[nd[i].depth] = t;
-        for (int32_t k = 0; k < nd[i].tok_n; k++) {
-            int32_t id = v->toks[nd[i].tok_lo + k];
-            w[id >> 5] |= 1u << (id & 31);
+        int32_t lo = v->sub_lo[i], hi = lo + nd[i].tok_n;
+        if (nd[i].end - i > GR_BULK_MIN && (v->u8_clean[i] & 2)) {
+            if ((s = gr_bulk(g, i, t, &hi, &i))) return s;
+        } else {
+            i++;
         }
-        i++;
+        for (int32_t k = lo; k < hi; k++) w[v->toks[k] >> 5] |= 1u << (v->toks[k] & 31);
     }
     return TL_OK;
 }
