@@ -389,6 +389,16 @@ bool tl_grammar_can_end(const tl_grammar *g);
 bool tl_grammar_ended(const tl_grammar *g);
 /* GBNF text of any JSON object (--json, response_format json_object). */
 const char *tl_grammar_json_gbnf(void);
+/* JSON Schema (len bytes of JSON) -> GBNF with start rule "root"; *out is
+ * malloc'd (free() it). Supported: type (or a list of types), properties /
+ * required / additionalProperties, enum, const, items / prefixItems /
+ * minItems / maxItems, anyOf, oneOf (as anyOf), allOf (of object schemas),
+ * $ref to local pointers ($defs / definitions, recursion), minLength /
+ * maxLength, pattern, format (date, time, date-time, uuid, email), integer
+ * minimum / maximum / exclusive bounds, number minimum 0, nullable.
+ * Annotations are ignored; any other keyword is TL_ERR_UNSUPPORTED naming it
+ * and where it is. Objects follow the schema's property order. */
+tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out);
 
 /* ---- sampling ------------------------------------------------------------ */
 
