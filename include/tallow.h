@@ -338,13 +338,25 @@ uint64_t tl_session_device_bytes(const tl_session *s);
 
 typedef struct tl_sampler tl_sampler;
 
+/* Added to one token's logit before any other stage; -INFINITY bans it. */
+typedef struct tl_logit_bias {
+    int32_t token;
+    float bias;
+} tl_logit_bias;
+
 typedef struct tl_sampler_params {
     float temp;            /* <= 0: greedy */
     int32_t top_k;         /* <= 0: off */
     float top_p;           /* >= 1: off */
     float min_p;           /* <= 0: off */
     float repeat_penalty;  /* 1: off */
-    int32_t repeat_last_n; /* window for the penalty */
+    int32_t repeat_last_n; /* window for all three penalties */
+    /* OpenAI's meanings: logit -= frequency_penalty * count + presence_penalty
+     * * (count > 0), count = occurrences in the window; 0: off. */
+    float presence_penalty;
+    float frequency_penalty;
+    const tl_logit_bias *logit_bias; /* [n_logit_bias], copied by tl_sampler_init */
+    int32_t n_logit_bias;
     uint64_t seed;
 } tl_sampler_params;
 
