@@ -165,6 +165,24 @@ def basics(s):
     st, js2, _ = s.post("/v1/completions", {"prompt": ids, "max_tokens": 16, "temperature": 0})
     check(st == 200 and js2["choices"][0]["text"] == text, "prompt as token ids gives the same text")
 
+    ids = lambda t: json.loads(subprocess.run([BIN, "tokenize", "-m", MODEL, "--raw", "--ids", t],
+                                              capture_output=True, text=True).stdout)
+    paris, banana = ids(" Paris"), ids(" banana")
+    check(text.startswith(" Paris") and len(paris) == 1 and len(banana) == 1, "greedy says ' Paris', one token")
+    st, js, _ = s.post("/v1/completions", {"prompt": prompt, "max_tokens": 4, "temperature": 0,
+                                           "logit_bias": {str(paris[0]): -100}})
+    check(st == 200 and not js["choices"][0]["text"].startswith(" Paris"), "logit_bias -100 bans ' Paris': %r" %
+          js["choices"][0]["text"])
+    st, js, _ = s.post("/v1/completions", {"prompt": prompt, "max_tokens": 3, "temperature": 0,
+                                           "logit_bias": {str(banana[0]): 100}})
+    check(st == 200 and js["choices"][0]["text"] == " banana" * 3, "logit_bias +100 forces ' banana'")
+    plain = s.post("/v1/completions", {"prompt": "1, 2, 1, 2, 1, 2,", "max_tokens": 12, "temperature": 0})[1]
+    pen = s.post("/v1/completions", {"prompt": "1, 2, 1, 2, 1, 2,", "max_tokens": 12, "temperature": 0,
+                                     "frequency_penalty": 2.0, "presence_penalty": 1.0})[1]
+    a, b = plain["choices"][0]["text"], pen["choices"][0]["text"]
+    check(a != b and len(set(b.split())) > len(set(a.split())),
+          "frequency/presence penalties break the repetition: %r -> %r" % (a, b))
+
     msgs = [{"role": "user", "content": "Name three colors."}]
     st, js, _ = s.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 24, "temperature": 0})
     ref = js["choices"][0]["message"]["content"]
@@ -347,6 +365,12 @@ def errors(s):
         ("temperature a string", s.post(chat, {**good, "temperature": "hot"})[:2], 400, "temperature", None),
         ("max_tokens negative", s.post(chat, {**good, "max_tokens": -3})[:2], 400, "max_tokens", None),
         ("n zero", s.post(chat, {**good, "n": 0})[:2], 400, "n", None),
+        ("presence_penalty out of range", s.post(chat, {**good, "presence_penalty": 3})[:2], 400,
+         "presence_penalty", None),
+        ("logit_bias key not a token", s.post(chat, {**good, "logit_bias": {"x": 1}})[:2], 400, "logit_bias", None),
+        ("logit_bias value too big", s.post(chat, {**good, "logit_bias": {"5": 101}})[:2], 400, "logit_bias", None),
+        ("top_logprobs without logprobs", s.post(chat, {**good, "top_logprobs": 2})[:2], 400, "top_logprobs", None),
+        ("stream not a bool", s.post(chat, {**good, "stream": "yes"})[:2], 400, "stream", None),
         ("messages a string", s.post(chat, {"messages": "hi"})[:2], 400, "messages", None),
         ("empty messages", s.post(chat, {"messages": []})[:2], 400, "messages", None),
         ("message without content", s.post(chat, {"messages": [{"role": "user"}]})[:2], 400,

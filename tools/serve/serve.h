@@ -68,6 +68,7 @@ typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION, SRV_EMBED } srv_kind;
 #define SRV_MAX_PROMPTS 64  /* prompts in one completions/embeddings request */
 #define SRV_MAX_TOP_LOGPROBS 20
 #define SRV_MAX_STOP 4
+#define SRV_MAX_BIAS 1024   /* logit_bias entries */
 #define SRV_MAX_LORA 8       /* adapters on the server and per request */
 
 typedef struct srv_lora_pick {
@@ -103,7 +104,8 @@ typedef struct srv_req {
     const char *stop[SRV_MAX_STOP];
     int32_t n_stop;
     float presence_penalty, frequency_penalty;
-    bool has_logit_bias;
+    tl_logit_bias *bias;        /* logit_bias, malloc'd [n_bias] */
+    int32_t n_bias;
     srv_lora_pick lora[SRV_MAX_LORA];
     int32_t n_lora;
     bool lora_given;
@@ -138,7 +140,8 @@ typedef struct srv_job {
     int32_t n_prompt;
     bool embed;
     int32_t max_tokens;   /* >= 1 */
-    tl_sampler_params sp;
+    tl_sampler_params sp; /* sp.logit_bias points at bias */
+    tl_logit_bias *bias;  /* [sp.n_logit_bias], malloc'd */
     int32_t top_logprobs; /* -1: no logprobs */
     srv_lora_pick lora[SRV_MAX_LORA];
     int32_t n_lora;

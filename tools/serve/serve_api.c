@@ -53,10 +53,7 @@ static bool chat_prompt(srv_server *s, const srv_req *r, int32_t **tok, int32_t 
 
 /* the features another part of tallow provides and this build lacks */
 static bool check_supported(const srv_req *r, srv_err *e) {
-    const char *f = r->presence_penalty != 0 ? "presence_penalty"
-                    : r->frequency_penalty != 0 ? "frequency_penalty"
-                    : r->has_logit_bias ? "logit_bias"
-                    : r->n_stop ? "stop" : NULL;
+    const char *f = r->n_stop ? "stop" : NULL;
     if (!f) return true;
     srv_err_set(e, 400, "invalid_request_error", "unsupported_parameter", f, "'%s' is not supported by this server yet",
                 f);
@@ -70,6 +67,18 @@ static void fill_job(srv_server *s, const srv_req *r, srv_job *j, int32_t index,
     j->max_tokens = r->max_tokens > 0 && r->max_tokens < room ? r->max_tokens : room;
     j->sp = r->sp;
     j->sp.seed = seed;
+    /* OpenAI's penalties count every token generated so far (the prompt not) */
+    j->sp.presence_penalty = r->presence_penalty;
+    j->sp.frequency_penalty = r->frequency_penalty;
+    if (r->presence_penalty != 0 || r->frequency_penalty != 0)
+        j->sp.repeat_last_n = j->max_tokens < (1 << 20) ? j->max_tokens : (1 << 20);
+    j->sp.logit_bias = NULL;
+    j->sp.n_logit_bias = 0;
+    if (r->n_bias && (j->bias = malloc((size_t)r->n_bias * sizeof *j->bias))) {
+        memcpy(j->bias, r->bias, (size_t)r->n_bias * sizeof *j->bias);
+        j->sp.logit_bias = j->bias;
+        j->sp.n_logit_bias = r->n_bias;
+    }
     j->top_logprobs = r->logprobs ? r->top_logprobs : -1;
     if (r->lora_given) {
         memcpy(j->lora, r->lora, sizeof j->lora);

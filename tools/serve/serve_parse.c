@@ -208,7 +208,28 @@ static bool parse_lora(const cJSON *root, int32_t n_lora, srv_req *r, srv_err *e
     return true;
 }
 
-static bool parse_generation(const cJSON *root, srv_req *r, int32_t n_lora, srv_err *e) {
+/* {"token id": bias, ...}, bias in [-100, 100] */
+static bool parse_bias(const cJSON *lb, int32_t n_vocab, srv_req *r, srv_err *e) {
+    if (!lb) return true;
+    if (!cJSON_IsObject(lb)) return BAD(e, "logit_bias", "'logit_bias' must be an object of token id: bias");
+    int n = cJSON_GetArraySize(lb);
+    if (n > SRV_MAX_BIAS) return BAD(e, "logit_bias", "'logit_bias' has %d entries; at most %d", n, SRV_MAX_BIAS);
+    if (n == 0) return true;
+    r->bias = malloc((size_t)n * sizeof *r->bias);
+    if (!r->bias) return BAD(e, "logit_bias", "out of memory");
+    for (const cJSON *it = lb->child; it; it = it->next) {
+        char *end;
+        long id = strtol(it->string, &end, 10);
+        if (!it->string[0] || *end || id < 0 || id >= n_vocab)
+            return BAD(e, "logit_bias", "'logit_bias' key '%.32s' is not a token id in [0, %d)", it->string, n_vocab);
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= -100 && it->valuedouble <= 100))
+            return BAD(e, "logit_bias", "'logit_bias[\"%.32s\"]' must be a number in [-100, 100]", it->string);
+        r->bias[r->n_bias++] = (tl_logit_bias){(int32_t)id, (float)it->valuedouble};
+    }
+    return true;
+}
+
+static bool parse_generation(const cJSON *root, srv_req *r, int32_t n_vocab, int32_t n_lora, srv_err *e) {
     if (!get_int(root, "max_tokens", 1, 1 << 24, &r->max_tokens, NULL, e)) return false;
     if (!get_int(root, "max_completion_tokens", 1, 1 << 24, &r->max_tokens, NULL, e)) return false;
     if (!get_num(root, "temperature", 0, 2, &r->sp.temp, e)) return false;
@@ -230,11 +251,7 @@ static bool parse_generation(const cJSON *root, srv_req *r, int32_t n_lora, srv_
         if (!cJSON_IsObject(so)) return BAD(e, "stream_options", "'stream_options' must be an object");
         if (!get_bool(so, "include_usage", &r->include_usage, e)) return false;
     }
-    const cJSON *lb = field(root, "logit_bias");
-    if (lb) {
-        if (!cJSON_IsObject(lb)) return BAD(e, "logit_bias", "'logit_bias' must be an object");
-        r->has_logit_bias = lb->child != NULL;
-    }
+    if (!parse_bias(field(root, "logit_bias"), n_vocab, r, e)) return false;
     return parse_stop(root, r, e) && parse_lora(root, n_lora, r, e);
 }
 
@@ -296,11 +313,12 @@ bool srv_req_parse(srv_kind kind, const char *body, size_t len, int32_t n_vocab,
     if (kind == SRV_COMPLETION && !parse_prompts(field(root, "prompt"), n_vocab, "prompt", r, e)) return false;
     if ((int64_t)r->n * r->n_prompts > SRV_MAX_PROMPTS)
         return BAD(e, "n", "%d prompts x n = %d choices; at most %d", r->n_prompts, r->n, SRV_MAX_PROMPTS);
-    return parse_generation(root, r, n_lora, e) && parse_logprobs(root, r, e);
+    return parse_generation(root, r, n_vocab, n_lora, e) && parse_logprobs(root, r, e);
 }
 
 void srv_req_free(srv_req *r) {
     for (int32_t i = 0; i < r->n_prompts; i++) free(r->prompts[i].tok);
+    free(r->bias);
     if (r->msg_own)
         for (int32_t i = 0; i < r->n_msgs; i++) free(r->msg_own[i]);
     free(r->msg_own);

@@ -73,6 +73,7 @@ void srv_call_unref_locked(srv_call *c) {
         for (int32_t k = 0; k < j->n_pieces; k++) free(j->pieces[k].text);
         free(j->pieces);
         free(j->prompt);
+        free(j->bias);
         free(j->embedding);
     }
     pthread_cond_destroy(&c->cv);
@@ -380,7 +381,9 @@ static void sample_one(srv_server *s, sched_slot *sl, int32_t bi, srv_piece *p, 
     srv_job *j = sl->job;
     int32_t tok;
     memset(p, 0, sizeof *p);
-    if (j->sp.temp <= 0 && j->top_logprobs < 0) {
+    bool plain = j->sp.presence_penalty == 0 && j->sp.frequency_penalty == 0 && j->sp.n_logit_bias == 0 &&
+                 j->sp.repeat_penalty == 1.0f;
+    if (j->sp.temp <= 0 && j->top_logprobs < 0 && plain) {
         if (tl_context_greedy(s->ctx, bi, &tok) != TL_OK) tok = tl_token_eos(s->model);
     } else {
         const float *lg = tl_context_logits(s->ctx, bi);
