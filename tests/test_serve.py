@@ -283,7 +283,26 @@ def concurrent_exact():
     [t.join() for t in ts]
     same = sum(a == b and len(a) > 0 for a, b in zip(alone, out))
     check(same == 8, "f32 model: 8 concurrent streams equal their lone runs exactly (%d/8)" % same)
+    emb = lambda srv, p: srv.post("/v1/embeddings", {"input": p})[1]["data"][0]["embedding"]
+    dot = lambda a, b: sum(x * y for x, y in zip(a, b))
+    check(dot(emb(s, [40, 50, 60]), emb(s, [40])) < 0.999, "mean pooling (no pooling_type): [a b c] != [a]")
     s.stop()
+
+    # a copy naming pooling_type 2 (cls): a causal model's first hidden state
+    # depends on the first token only, so [a b c] pools to what [a] does
+    import tempfile
+    import gguf
+    from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "tiny_cls.gguf")
+        reader = gguf.GGUFReader(os.path.join(ROOT, "tests", "fixtures", "tiny_llama.gguf"), "r")
+        writer = gguf.GGUFWriter(path, arch="llama", endianess=reader.endianess)
+        copy_with_new_metadata(reader, writer, {"llama.pooling_type": MetadataDetails(gguf.GGUFValueType.UINT32, 2)},
+                               [])
+        s = Server("-np", "2", "-c", "256", "-m", path)
+        a, b = emb(s, [40, 50, 60]), emb(s, [40])
+        check(dot(a, b) > 0.99999 and abs(dot(a, a) - 1) < 1e-5, "pooling_type cls from the metadata: [a b c] == [a]")
+        s.stop()
 
 
 def prefix_reuse(s):

@@ -31,7 +31,8 @@ static void serve_usage(FILE *f) {
             "  --api-key-file F     the same, the key read from file F\n"
             "  --chat-template X    'chatml' or a template file (default: the model's own)\n"
             "  --alias NAME         model id clients use (default: the file name)\n"
-            "  --pooling P          embeddings pooling: mean, cls or last (default mean)\n"
+            "  --pooling P          embeddings pooling: mean, cls or last (default: the model's\n"
+            "                       <arch>.pooling_type, else mean)\n"
             "  --body-max N         largest request body in bytes (default 8388608)\n"
             "  --timeout S          idle connection timeout in seconds (default 60)\n"
             "  --device cpu|cuda    backend (default cpu); -ngl N; -v verbose loading\n" ARGS_LORA_USAGE);
@@ -171,6 +172,17 @@ static bool serve_loras(serve_opts *o, srv_server *s) {
     return true;
 }
 
+/* the pooling "<arch>.pooling_type" names (GGUF's values: 1 mean, 2 cls,
+ * 3 last); none given, or 0 (none: one vector per token, which the
+ * embeddings endpoint cannot return): mean */
+static int32_t serve_pooling(const srv_server *s) {
+    char key[96];
+    int64_t v = 0;
+    snprintf(key, sizeof key, "%s.pooling_type", s->info.arch);
+    if (tl_model_meta_int(s->model, key, &v) != TL_OK || v < 1 || v > 3) return 1;
+    return (int32_t)v;
+}
+
 int cmd_serve(int argc, char **argv) {
     serve_opts o = {.host = "127.0.0.1", .port = 8080, .mp = tl_model_default_params()};
     srv_server s = {0};
@@ -195,6 +207,7 @@ int cmd_serve(int argc, char **argv) {
         goto done;
     }
     tl_model_get_info(s.model, &s.info);
+    if (!o.pooling) s.pooling = serve_pooling(&s);
     if (!serve_template(&o, &s, &tmpl_own) || !serve_context(&o, &s) || !serve_loras(&o, &s)) goto done;
     if (srv_sched_start(&s) != TL_OK) {
         fprintf(stderr, "tallow serve: cannot start the scheduler (out of memory)\n");
