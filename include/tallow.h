@@ -98,6 +98,9 @@ void tl_model_free(tl_model *m);
 void tl_model_get_info(const tl_model *m, tl_model_info *out);
 /* The model's chat template (tokenizer.chat_template), or NULL if it has none. */
 const char *tl_model_chat_template(const tl_model *m);
+/* An integer metadata value of the model's file (e.g. "llama.pooling_type");
+ * TL_ERR_NOT_FOUND if absent, TL_ERR_FORMAT if not an integer. */
+tl_status tl_model_meta_int(const tl_model *m, const char *key, int64_t *out);
 
 /* ---- CUDA tuning -----------------------------------------------------------
  * How the CUDA backend's kernels split their work. tl_model_load copies it
