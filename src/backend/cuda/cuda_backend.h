@@ -61,6 +61,8 @@ tl_status tlc_upload_async(tlc_ctx *c, void *dst, const void *src, size_t bytes)
 tl_status tlc_download_async(tlc_ctx *c, void *dst, const void *src, size_t bytes);
 tl_status tlc_memset(tlc_ctx *c, void *dst, int v, size_t bytes);
 tl_status tlc_sync(tlc_ctx *c);
+/* the context's cudaStream_t, for launchers that take a stream */
+void *tlc_stream_of(tlc_ctx *c);
 /* Page-locked host memory (for copies a captured graph replays). */
 tl_status tlc_host_alloc(size_t bytes, void **out);
 void tlc_host_free(void *p);

@@ -230,6 +230,7 @@ static void cb_ctx_free(be_ctx *bc) {
     if (!bc) return;
     tlc_sync(bc->c);
     for (int i = 0; i < bc->n_graphs; i++) tlc_graph_free(bc->graphs[i].g);
+    cb_lora_free(bc);
     for (int i = 0; i < bc->n_allocs; i++) tlc_dfree(bc->c, bc->allocs[i].p, bc->allocs[i].n);
     free(bc->allocs);
     if (bc->kv) tlc_dfree(bc->c, bc->kv, bc->kv_bytes);
@@ -363,6 +364,7 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
     /* the previous step's graph may still read the pinned inputs */
     tl_status s = tlc_sync(c);
     if (s) return s;
+    cb_lora_reset(bc);
     /* one sequence: the table is the identity, written once at init */
     for (int32_t i = 0; i < st->n_dirty && !bc->contig; i++) {
         const int32_t q = st->dirty_seq[i];
@@ -373,7 +375,7 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
     cb_inputs(bc, st);
     const int32_t plan = cb_plan(bc, st);
     const int64_t plan_len = plan ? tlc_attn_cluster_len(c) : (int64_t)bc->n_plane;
-    const bool capture = st->n_tokens <= CB_GRAPH_MAX && (bc->contig ? st->n_tokens == 1 : true);
+    const bool capture = st->n_tokens <= CB_GRAPH_MAX && (bc->contig ? st->n_tokens == 1 : true) && !st->lowrank;
     int gi = -1;
     for (int i = 0; i < bc->n_graphs && capture; i++)
         if (bc->graphs[i].m == st->n_tokens && bc->graphs[i].n_out == st->n_out && bc->graphs[i].plan == plan) gi = i;
