@@ -269,7 +269,7 @@ static tl_status cb_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
     tlc_device_info di;
     if ((s = tlc_get_device_info(bc->c, &di))) goto fail;
     const size_t gemm = cb_max((bm->gemm_elems + nt * (size_t)bm->max_in + 128) * 2,
-                               tlc_mm_small_scratch(nt < 64 ? (int64_t)nt : 64, bm->max_in, d->max_n, di.n_sm));
+                               tlc_mm_small_scratch(nt < TLC_MM_SMALL_MAX ? (int64_t)nt : TLC_MM_SMALL_MAX, bm->max_in, d->max_n, di.n_sm));
     if ((s = cb_ctx_alloc(bc, (size_t)d->n_seq_max * (size_t)d->table_stride * 4, "page tables", (void **)&bc->d_table)) ||
         (s = cb_ctx_alloc(bc, (CB_IN_HDR + 5 * nt) * 4, "step inputs", (void **)&bc->d_in)) ||
         (s = cb_ctx_alloc(bc, nt * mk * 4, "normed input", (void **)&bc->xn)) ||

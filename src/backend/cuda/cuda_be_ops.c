@@ -236,7 +236,7 @@ static tl_status cb_gemm(be_ctx *bc, const be_weight *w, const float *x, int64_t
     for (int i = 0; i < np; i++) {
         const tlc_weight *p = w->one ? &w->all : &w->part[i];
         if (tlc_mm_small_ok(p, m)) {
-            /* a few tokens: each weight read once, dequantized on the fly */
+            /* up to a few tens of tokens: each weight read once, dequantized on the fly */
             CB_TRY(tlc_mm_small(bc->c, p, x, m, y + off, ldy, mode, bc->gemm_scr));
             off += p->n_out;
             continue;
