@@ -34,6 +34,9 @@ void tt_trainer_free(tt_trainer *t) {
     t->ids = t->targets = NULL;
 }
 
+/* The loss is read after the update: on a device that is the step's one
+ * wait for the host (forward, backward, clip and update are all queued
+ * first). */
 tl_status tt_trainer_step(tt_trainer *t, double *loss, double *grad_norm) {
     tl_status s = tt_dataset_batch(t->data, false, &t->rng, t->batch, t->seq, t->ids, t->targets);
     if (s) return s;
@@ -44,13 +47,15 @@ tl_status tt_trainer_step(tt_trainer *t, double *loss, double *grad_norm) {
         tt_ctx_reset(t->ctx);
         return tl_err_prefix(TL_ERR_INVALID, "train step %lld: ", (long long)t->step);
     }
-    if (loss) *loss = tt_get(l, 0);
     s = tt_backward(t->ctx, l);
+    if (s) {
+        tt_ctx_reset(t->ctx);
+        return s;
+    }
+    s = tt_optim_step_clipped(t->optim, tt_schedule_lr(&t->sched, t->step), t->clip);
+    if (loss) *loss = tt_get(l, 0);
     tt_ctx_reset(t->ctx);
-    if (s) return s;
-    double gn = t->clip > 0 ? tt_clip_grad_norm(&t->model->params, t->clip) : 0;
-    if (grad_norm) *grad_norm = gn;
-    s = tt_optim_step(t->optim, tt_schedule_lr(&t->sched, t->step));
+    if (grad_norm) *grad_norm = t->clip > 0 ? tt_optim_last_norm(t->optim) : 0;
     t->step++;
     return s;
 }
