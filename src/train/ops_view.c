@@ -41,9 +41,13 @@ tt_tensor *tt_contiguous(tt_ctx *c, tt_tensor *x) {
     if (!x) return NULL;
     if (tt_is_contiguous(x)) return x;
     if (!tt__grad_dtype_ok(c, x, "contiguous")) return NULL;
-    tt_tensor *o = tt__temp_any(c, x->dtype, x->ndim, x->shape); /* storage dtypes too: a copy */
+    tt_tensor *o = tt__temp_on(c, tt__dev(x), x->dtype, x->ndim, x->shape); /* storage dtypes too: a copy */
     if (!o) return NULL;
-    tt_copy_(o, x);
+    if (tt__dev(x) != TT_CPU) {
+        if (tt__dev_copy(o, x, false) != TL_OK) return NULL;
+    } else {
+        tt_copy_(o, x);
+    }
     if (tt__needs_grad(c, &x, 1) && !tt__record(c, "contiguous", bw_passthrough, o, &x, 1)) return NULL;
     return o;
 }

@@ -485,6 +485,7 @@ tt_tensor *tt__clone(const tt_tensor *x) {
 tt_tensor *tt__contig(tt_ctx *c, tt_tensor *x) {
     if (tt_is_contiguous(x)) return x;
     tt_tensor *t = tt__temp_on(c, tt_device_of(x), x->dtype, x->ndim, x->shape);
+    if (t && tt_device_of(x) != TT_CPU) return tt__dev_copy(t, x, false) == TL_OK ? t : NULL;
     if (t) tt_copy_(t, x);
     return t;
 }

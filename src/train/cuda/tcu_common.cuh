@@ -9,7 +9,9 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+extern "C" {
 #include "base/status.h"
+}
 #include "train/cuda/tcu.h"
 
 struct tcu_state {

@@ -50,11 +50,9 @@ static tl_status lt_mm(tcu_state *s, const mm_args &a) {
     LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
     LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
     if (a.bias) {
-        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
-        cudaDataType_t bt = CUDA_R_32F;
+        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS; /* bias in D's type (f32) */
         LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
         LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias), "bias");
-        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), "bias type");
     }
     /* column-major layouts: A is (ta ? k x m : m x k), B is (tb ? n x k : k x n) */
     LT_TRY(cublasLtMatrixLayoutCreate(&la, ab, a.ta ? a.k : a.m, a.ta ? a.m : a.k, a.lda), "layout a");

@@ -76,7 +76,7 @@ __global__ void k_add_rows(float *out, const float *a, const float *b, int64_t R
 
 extern "C" tl_status tcu_add_rows(float *out, const float *a, const float *b, int64_t R, int64_t Rb, int64_t N) {
     TCU_STATE(s);
-    if (R * N) k_add_rows<<<tcu_blocks(R * N, 256), 256, 0, s->stream>>>(out, a, b, R, Rb, N);
+    if (R > 0 && N > 0) k_add_rows<<<tcu_blocks(R * N, 256), 256, 0, s->stream>>>(out, a, b, R, Rb, N);
     return tcu_check("add");
 }
 
@@ -290,16 +290,17 @@ extern "C" tl_status tcu_xent_fwd(float *loss, float *lse, float *rowloss, const
 }
 
 __global__ void k_xent_bwd(float *gl, bool add, const float *gloss, const float *logits, const float *lse,
-                           const int32_t *tgt, int64_t V, int32_t ignore, float inv) {
-    int64_t r = blockIdx.y;
-    int32_t t = tgt[r];
-    bool skip = t == ignore || t < 0 || t >= V;
-    float scale = skip ? 0.f : gloss[0] * inv, l = lse[r];
-    const float *x = logits + r * V;
-    float *o = gl + r * V;
-    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < V; j += (int64_t)gridDim.x * blockDim.x) {
-        float d = (expf(x[j] - l) - (j == t ? 1.f : 0.f)) * scale;
-        o[j] = add ? o[j] + d : d;
+                           const int32_t *tgt, int64_t N, int64_t V, int32_t ignore, float inv) {
+    for (int64_t r = blockIdx.y; r < N; r += gridDim.y) {
+        int32_t t = tgt[r];
+        bool skip = t == ignore || t < 0 || t >= V;
+        float scale = skip ? 0.f : gloss[0] * inv, l = lse[r];
+        const float *x = logits + r * V;
+        float *o = gl + r * V;
+        for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < V; j += (int64_t)gridDim.x * blockDim.x) {
+            float d = (expf(x[j] - l) - (j == t ? 1.f : 0.f)) * scale;
+            o[j] = add ? o[j] + d : d;
+        }
     }
 }
 
@@ -307,8 +308,9 @@ extern "C" tl_status tcu_xent_bwd(float *glogits, bool add, const float *gloss, 
                                   const int32_t *tgt, int64_t N, int64_t V, int32_t ignore, int64_t n_valid) {
     TCU_STATE(s);
     if (!N) return TL_OK;
-    dim3 grid((unsigned)((V + 1023) / 1024 < 64 ? (V + 1023) / 1024 : 64), (unsigned)N);
-    k_xent_bwd<<<grid, 1024, 0, s->stream>>>(glogits, add, gloss, logits, lse, tgt, V, ignore,
+    int64_t bx = (V + 1023) / 1024;
+    dim3 grid((unsigned)(bx < 64 ? bx : 64), (unsigned)(N < 65535 ? N : 65535));
+    k_xent_bwd<<<grid, 1024, 0, s->stream>>>(glogits, add, gloss, logits, lse, tgt, N, V, ignore,
                                               n_valid ? 1.f / (float)n_valid : 0.f);
     return tcu_check("cross_entropy bwd");
 }
