@@ -42,7 +42,7 @@ for part in $PARTS; do
     for mm in f32 tf32 bf16; do
       timeout 100 "$B/train_gpu_oracle" /tmp $G124 --batch 16 --bench 10 --matmul $mm >> "$LOG/speed.log" 2>&1
     done
-    timeout 240 python3 bench/train_gpu_torch.py --bench >> "$LOG/speed.log" 2>&1
+    [ -z "${NO_TORCH_BENCH:-}" ] && timeout 240 python3 bench/train_gpu_torch.py --bench >> "$LOG/speed.log" 2>&1
     note "$(grep -E '^(tallow|torch)' "$LOG/speed.log")" ;;
   cli)
     # constant lr (min-lr = lr, no warmup): the schedule does not depend on
