@@ -21,7 +21,8 @@ TEXT=${TEXT:-corpus.txt}
 mkdir -p "$LOG"
 export LD_LIBRARY_PATH=$PWD/$B:$PWD/$B/devlibs:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader | tee "$LOG/summary.log"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader; lscpu | grep 'Model name'; } |
+  tee "$LOG/summary.log"
 note() { echo "$1" | tee -a "$LOG/summary.log"; }
 G124="--layers 12 --dim 768 --heads 12 --vocab 50257 --ctx 1024"
 for part in $PARTS; do
