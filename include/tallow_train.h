@@ -544,8 +544,9 @@ tl_status tt_checkpoint_read_config(const char *path, tt_model_config *cfg);
 tl_status tt_checkpoint_load(const char *path, tt_model *m, tt_optim *o, int64_t *step, tt_rng *rng);
 
 /* ---- trainer: one place for the step every caller runs ---------------------
- * step: random train batch from rng, zero grads, forward, backward, clip,
- * optimizer step at the schedule's lr, reset the ctx. */
+ * step: zero grads; accum times: random train batch from rng, forward,
+ * backward of loss / accum (gradients add up); clip, optimizer step at the
+ * schedule's lr, reset the ctx. The reported loss is the micro-batches' mean. */
 typedef struct tt_trainer {
     tt_ctx *ctx;        /* not owned */
     tt_model *model;    /* not owned */
@@ -555,6 +556,7 @@ typedef struct tt_trainer {
     tt_rng rng;         /* batch sampling; checkpointed */
     int64_t batch, seq, step;
     double clip;        /* <= 0: off */
+    int64_t accum;      /* micro-batches per step (gradient accumulation; default 1) */
     int32_t *ids, *targets; /* [batch*seq] */
 } tt_trainer;
 

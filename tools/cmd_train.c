@@ -37,6 +37,7 @@ static void train_usage(FILE *f) {
             "  --layers N --dim N --heads N --kv-heads N   model shape (default 4, 128, 4, heads)\n"
             "  --ctx N             context / training sequence length (default 128)\n"
             "  --batch N           sequences per step (default 8)\n"
+            "  --accum N           micro-batches of --batch per optimizer step (default 1)\n"
             "  --device cpu|cuda   where the model trains (default cpu; cuda: gpt2, AdamW)\n"
             "  --matmul f32|tf32|bf16  CUDA matmul precision (default f32; fp32 master weights)\n"
             "  --steps N           optimizer steps (default 500)\n"
@@ -189,6 +190,7 @@ int cmd_train(int argc, char **argv) {
     const char *text = NULL, *out = "train-out", *resume = NULL, *arch = "llama", *tokenizer = NULL;
     const char *device = "cpu", *matmul = "f32";
     int32_t layers = 4, dim = 128, heads = 4, kv_heads = 0, ctxlen = 128, batch = 8, steps = 500, warmup = -1;
+    int32_t accum = 1;
     int32_t eval_every = 100, eval_batches = 8, ckpt_every = 0, threads = 0, sample_len = 64;
     float lr = 1e-3f, min_lr = -1, wd = 0.1f, clip = 1.0f, dropout = 0, val_frac = 0.1f;
     uint64_t seed = 1;
@@ -211,6 +213,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--kv-heads")) ok = args_int(argc, argv, &i, 1, 256, &kv_heads);
         else if (!strcmp(a, "--ctx")) ok = args_int(argc, argv, &i, 2, 4096, &ctxlen);
         else if (!strcmp(a, "--batch")) ok = args_int(argc, argv, &i, 1, 4096, &batch);
+        else if (!strcmp(a, "--accum")) ok = args_int(argc, argv, &i, 1, 4096, &accum);
         else if (!strcmp(a, "--steps")) ok = args_int(argc, argv, &i, 0, 100000000, &steps);
         else if (!strcmp(a, "--warmup")) ok = args_int(argc, argv, &i, 0, 100000000, &warmup);
         else if (!strcmp(a, "--eval-every")) ok = args_int(argc, argv, &i, 0, 100000000, &eval_every);
@@ -299,6 +302,7 @@ int cmd_train(int argc, char **argv) {
     if (tt_optim_init(&o, &oc, &m.params) != TL_OK) goto fail;
     if (tt_trainer_init(&tr, c, &m, &o, &d, batch, cfg.ctx, seed + 1) != TL_OK) goto fail;
     tr.clip = clip;
+    tr.accum = accum;
     tr.sched = (tt_schedule){TT_SCHED_COSINE, lr, min_lr, warmup, steps, 0, 0};
     if (resume) {
         if (tt_checkpoint_load(resume, &m, &o, &tr.step, &tr.rng) != TL_OK) goto fail;
@@ -334,7 +338,7 @@ int cmd_train(int argc, char **argv) {
         double dt = (double)(tl_time_us() - ts) / 1e6;
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
         double cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
-        tok_s = (double)(batch * cfg.ctx) / (dt > 0 ? dt : 1e-9);
+        tok_s = (double)(batch * accum * cfg.ctx) / (dt > 0 ? dt : 1e-9);
         ema = tr.step - start_step == 1 ? loss : 0.9 * ema + 0.1 * loss;
         ptr[ntr++] = (pt){tr.step, loss};
         double elapsed = (double)(tl_time_us() - t0) / 1e6;
