@@ -113,8 +113,8 @@ tl_status tt_tensor_move(tt_tensor *t, tt_device dev);
 tl_status tt_device_sync(tt_device dev);
 /* How the CUDA matmuls (linear, attention) compute: F32 exactly in fp32
  * (the PyTorch-fp32 oracle's mode, the default), TF32 on the tensor cores
- * with fp32 accumulation, BF16 with inputs rounded to bf16 (fp32 master
- * weights, activations and accumulation). CPU ops ignore it. */
+ * with fp32 accumulation, BF16 with the operands rounded to bf16 (fp32
+ * master weights, activations and accumulation). CPU ops ignore it. */
 typedef enum tt_matmul_prec { TT_MM_F32 = 0, TT_MM_TF32 = 1, TT_MM_BF16 = 2 } tt_matmul_prec;
 void tt_ctx_set_matmul_prec(tt_ctx *c, tt_matmul_prec p);
 

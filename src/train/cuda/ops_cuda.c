@@ -403,7 +403,11 @@ static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     tl_status s = dq && dk && dv && dp ? TL_OK : TL_ERR_NOMEM;
     tt_tensor *gc = tt__contig(c, (tt_tensor *)g);
     if (!s && !gc) s = TL_ERR_NOMEM;
-    if (!s) s = tcu_attn_bwd(dq, dk, dv, dp, F(gc), F(sv->p), F(q), F(k), F(v), BH, T, D, sv->scale, sv->mode, NULL);
+    size_t nsc = sv->mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
+    void *sc = nsc && !s ? scratch(c, nsc) : NULL;
+    if (nsc && !sc) s = TL_ERR_NOMEM;
+    if (!s) s = tcu_attn_bwd(dq, dk, dv, dp, F(gc), F(sv->p), F(q), F(k), F(v), BH, T, D, sv->scale, sv->mode, sc);
+    if (sc) scratch_put(c, sc, nsc);
     tt_tensor *dt[3] = {NULL, NULL, NULL};
     float *dd[3] = {dq, dk, dv};
     for (int i = 0; i < 3 && !s; i++) {
@@ -447,7 +451,12 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
     if (!o || !p) return NULL;
     float sc = scale > 0 ? (float)scale : 1.0f / sqrtf((float)D);
     int mode = (int)c->mm_prec;
-    if (tcu_attn_fwd(F(o), F(p), F(q), F(k), F(v), BH, T, D, sc, causal, mode, NULL) != TL_OK) return NULL;
+    size_t nsc = mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
+    void *scr = nsc ? scratch(c, nsc) : NULL;
+    if (nsc && !scr) return NULL;
+    tl_status st = tcu_attn_fwd(F(o), F(p), F(q), F(k), F(v), BH, T, D, sc, causal, mode, scr);
+    if (scr) scratch_put(c, scr, nsc);
+    if (st != TL_OK) return NULL;
     tt_tensor *rin[3] = {q, k, v};
     if (tt__needs_grad(c, rin, 3)) {
         tt_node *n = tt__record(c, "attention", bw_attention, o, rin, 3);

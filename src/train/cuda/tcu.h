@@ -74,7 +74,9 @@ tl_status tcu_linear_bwd(float *gx, bool gx_add, float *gw, float *gb, const flo
 tl_status tcu_softmax_rows(float *p, int64_t rows, int64_t T, bool causal);
 tl_status tcu_softmax_rows_bwd(float *dp, const float *p, int64_t rows, int64_t T, float scale);
 /* Causal (or full) softmax attention of contiguous q/k/v [BH, T, D]:
- * p [BH, T, T] (kept for the backward), o [BH, T, D]. */
+ * p [BH, T, T] (kept for the backward), o [BH, T, D]. BF16 mode: scratch for
+ * bf16 operand copies, TCU_ATTN_SCRATCH bytes (NULL otherwise). */
+#define TCU_ATTN_SCRATCH(BH, T, D) ((size_t)((4 * (BH) * (T) * (D) + (BH) * (T) * (T)) + 320) * 2)
 tl_status tcu_attn_fwd(float *o, float *p, const float *q, const float *k, const float *v, int64_t BH, int64_t T,
                        int64_t D, float scale, bool causal, int mode, void *scratch);
 /* dq/dk/dv [BH, T, D] (written) from go, p, q, k, v; dp scratch [BH, T, T]. */

@@ -4,8 +4,8 @@
  * backward). Row-major operands are handed to the column-major library as
  * their transposes: C = A B (row-major) is C^T = B^T A^T.
  * Modes: F32 (CUBLAS_COMPUTE_32F), TF32 (tensor cores, fp32 accumulation),
- * BF16 (linear operands rounded to bf16 into scratch, fp32 accumulation and
- * output; attention then runs on TF32).
+ * BF16 (operands rounded to bf16 into scratch, fp32 accumulation and fp32
+ * outputs; the softmax in between stays fp32).
  * Owns: nothing. Calls: cuBLASLt, tcu_core, tcu_ops (softmax rows). */
 #include <string.h>
 
@@ -169,28 +169,37 @@ extern "C" tl_status tcu_linear_bwd(float *gx, bool gx_add, float *gw, float *gb
     return st;
 }
 
+/* BF16 mode: the matmul operands are bf16 copies in scratch (f32 results). */
 extern "C" tl_status tcu_attn_fwd(float *o, float *p, const float *q, const float *k, const float *v, int64_t BH,
                                   int64_t T, int64_t D, float scale, bool causal, int mode, void *scratch) {
     TCU_STATE(s);
     tl_status st;
-    if (mode == TCU_MM_BF16) mode = TCU_MM_TF32;
+    int64_t nq = BH * T * D, np = BH * T * T;
+    const void *qa = q, *ka = k, *va = v;
+    if (mode == TCU_MM_BF16) {
+        qa = as_bf16(s, &scratch, q, nq);
+        ka = as_bf16(s, &scratch, k, nq);
+        va = as_bf16(s, &scratch, v, nq);
+    }
     mm_args a = mm0(mode);
     a.batch = (int)BH;
     /* S^T = K . Q^T per head, scaled: S [T, T] row-major */
     a.ta = true;
     a.m = T, a.n = T, a.k = D;
-    a.A = k, a.lda = D, a.sA = T * D;
-    a.B = q, a.ldb = D, a.sB = T * D;
+    a.A = ka, a.lda = D, a.sA = T * D;
+    a.B = qa, a.ldb = D, a.sB = T * D;
     a.C = p, a.ldc = T, a.sC = T * T;
     a.alpha = scale;
     if ((st = lt_mm(s, a)) != TL_OK) return st;
     if ((st = tcu_softmax_rows(p, BH * T, T, causal)) != TL_OK) return st;
+    const void *pa = p;
+    if (mode == TCU_MM_BF16) pa = as_bf16(s, &scratch, p, np);
     /* O^T [D, T] = V^T . P^T */
     mm_args b = mm0(mode);
     b.batch = (int)BH;
     b.m = D, b.n = T, b.k = T;
-    b.A = v, b.lda = D, b.sA = T * D;
-    b.B = p, b.ldb = T, b.sB = T * T;
+    b.A = va, b.lda = D, b.sA = T * D;
+    b.B = pa, b.ldb = T, b.sB = T * T;
     b.C = o, b.ldc = D, b.sC = T * D;
     return lt_mm(s, b);
 }
@@ -200,39 +209,54 @@ extern "C" tl_status tcu_attn_bwd(float *dq, float *dk, float *dv, float *dp, co
                                   float scale, int mode, void *scratch) {
     TCU_STATE(s);
     tl_status st;
-    if (mode == TCU_MM_BF16) mode = TCU_MM_TF32;
+    int64_t nq = BH * T * D, np = BH * T * T;
+    const void *qa = q, *ka = k, *va = v, *ga = go, *pa = p;
+    void *pscr = NULL;
+    if (mode == TCU_MM_BF16) {
+        qa = as_bf16(s, &scratch, q, nq);
+        ka = as_bf16(s, &scratch, k, nq);
+        va = as_bf16(s, &scratch, v, nq);
+        ga = as_bf16(s, &scratch, go, nq);
+        pscr = scratch;
+        pa = as_bf16(s, &scratch, p, np);
+    }
     mm_args base = mm0(mode);
     base.batch = (int)BH;
     /* dP [T, T] = dO . V^T:  dP^T = V . dO^T */
     mm_args a = base;
     a.ta = true;
     a.m = T, a.n = T, a.k = D;
-    a.A = v, a.lda = D, a.sA = T * D;
-    a.B = go, a.ldb = D, a.sB = T * D;
+    a.A = va, a.lda = D, a.sA = T * D;
+    a.B = ga, a.ldb = D, a.sB = T * D;
     a.C = dp, a.ldc = T, a.sC = T * T;
     if ((st = lt_mm(s, a)) != TL_OK) return st;
     /* dV [T, D] = P^T . dO:  dV^T = dO^T . P */
     a = base;
     a.tb = true;
     a.m = D, a.n = T, a.k = T;
-    a.A = go, a.lda = D, a.sA = T * D;
-    a.B = p, a.ldb = T, a.sB = T * T;
+    a.A = ga, a.lda = D, a.sA = T * D;
+    a.B = pa, a.ldb = T, a.sB = T * T;
     a.C = dv, a.ldc = D, a.sC = T * D;
     if ((st = lt_mm(s, a)) != TL_OK) return st;
     if ((st = tcu_softmax_rows_bwd(dp, p, BH * T, T, scale)) != TL_OK) return st;
+    const void *dsa = dp;
+    if (mode == TCU_MM_BF16) { /* dS in bf16 over P's bf16 copy (dV, its reader, is queued before) */
+        void *at = pscr;
+        dsa = as_bf16(s, &at, dp, np);
+    }
     /* dQ [T, D] = dS . K:  dQ^T = K^T . dS^T */
     a = base;
     a.m = D, a.n = T, a.k = T;
-    a.A = k, a.lda = D, a.sA = T * D;
-    a.B = dp, a.ldb = T, a.sB = T * T;
+    a.A = ka, a.lda = D, a.sA = T * D;
+    a.B = dsa, a.ldb = T, a.sB = T * T;
     a.C = dq, a.ldc = D, a.sC = T * D;
     if ((st = lt_mm(s, a)) != TL_OK) return st;
     /* dK [T, D] = dS^T . Q:  dK^T = Q^T . dS */
     a = base;
     a.tb = true;
     a.m = D, a.n = T, a.k = T;
-    a.A = q, a.lda = D, a.sA = T * D;
-    a.B = dp, a.ldb = T, a.sB = T * T;
+    a.A = qa, a.lda = D, a.sA = T * D;
+    a.B = dsa, a.ldb = T, a.sB = T * T;
     a.C = dk, a.ldc = D, a.sC = T * D;
     return lt_mm(s, a);
 }
