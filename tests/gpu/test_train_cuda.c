@@ -234,21 +234,21 @@ static void test_prec(void) {
     for (int i = 0; i < 3; i++) tt_free(in[i]);
     /* attention in each precision: forward and the qkv gradient */
     int64_t dims[4] = {2, 64, 2, 32}, qkv[3] = {2, 64, 3 * 64};
-    tt_tensor *x = rnd(3, qkv, 1);
+    tt_tensor *xa = rnd(3, qkv, 1);
     double atol[2] = {5e-3, 3e-2};
     for (int k = 0; k < 2; k++) {
         tt_ctx *c;
         tt_ctx_init(1, &c);
         tt_ctx_set_matmul_prec(c, ps[k]);
-        tt_free(x->grad);
-        x->grad = NULL;
-        x->requires_grad = true;
-        tt_tensor *dx = on_gpu(x, true), *hin[1] = {x}, *din[1] = {dx};
+        tt_free(xa->grad);
+        xa->grad = NULL;
+        xa->requires_grad = true;
+        tt_tensor *dx = on_gpu(xa, true), *hin[1] = {xa}, *din[1] = {dx};
         tt_tensor *ho = f_attn(c, hin, dims), *dout = f_attn(c, din, dims);
         tt_tensor *seed = rnd(ho->ndim, ho->shape, 1), *dseed = on_gpu(seed, false);
         tt_backward_with(c, ho, seed);
         tt_backward_with(c, dout, dseed);
-        double ef = rel_err(dout, ho), eg = rel_err(dx->grad, x->grad);
+        double ef = rel_err(dout, ho), eg = rel_err(dx->grad, xa->grad);
         CHECK(ef < atol[k] && eg < atol[k], "attention %s: fwd %.3g grad %.3g", k ? "bf16" : "tf32", ef, eg);
         printf("%-28s fwd %.2e  grad %.2e\n", k ? "attention bf16" : "attention tf32", ef, eg);
         tt_free(seed);
@@ -256,7 +256,7 @@ static void test_prec(void) {
         tt_free(dx);
         tt_ctx_free(c);
     }
-    tt_free(x);
+    tt_free(xa);
 }
 
 static void test_guard(void) {
