@@ -133,6 +133,7 @@ static const char *bin_names[] = {"add", "sub", "mul", "div"};
 static tt_tensor *binary(tt_ctx *c, int op, tt_tensor *a, tt_tensor *b) {
 #ifdef TALLOW_CUDA
     if (op == B_ADD && a && tt__dev(a) == TT_CUDA) return tt__cu_add(c, a, b);
+    if (op == B_MUL && a && tt__dev(a) == TT_CUDA) return tt__cu_mul(c, a, b);
 #endif
     tt_tensor *in[2] = {a, b};
     if (!tt__check(in, 2, bin_names[op]) || !tt__check_compute(a, bin_names[op])) return NULL;
@@ -342,6 +343,7 @@ static tl_status bw_unary(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 static tt_tensor *unary(tt_ctx *c, int op, tt_tensor *x, double p) {
 #ifdef TALLOW_CUDA
     if (op == U_GELU_TANH && x && tt__dev(x) == TT_CUDA) return tt__cu_gelu_tanh(c, x);
+    if (op == U_SILU && x && tt__dev(x) == TT_CUDA) return tt__cu_silu(c, x);
 #endif
     if (!tt__check_compute(x, un_names[op])) return NULL;
     tt_tensor *xc = tt_contiguous(c, x); /* recorded, so grads reach a strided x */

@@ -216,7 +216,7 @@ static tl_status bw_norm(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 
 static tt_tensor *norm_op(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps, int rms) {
 #ifdef TALLOW_CUDA
-    if (!rms && x && tt__dev(x) == TT_CUDA) return tt__cu_layernorm(c, x, w, b, eps);
+    if (x && tt__dev(x) == TT_CUDA) return tt__cu_norm(c, x, w, b, eps, rms);
 #endif
     tt_tensor *in3[3] = {x, w, b};
     const char *name = rms ? "rmsnorm" : "layernorm";
@@ -314,6 +314,9 @@ static tl_status bw_rope(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta) {
+#ifdef TALLOW_CUDA
+    if (x && tt__dev(x) == TT_CUDA) return tt__cu_rope(c, x, pos0, theta);
+#endif
     TT__HOST_ONLY("rope", NULL, x);
     if (!x) return NULL;
     if (x->ndim != 4 || x->shape[3] % 2) {

@@ -91,7 +91,10 @@ static inline tt_device tt__dev(const tt_tensor *x) { return x ? x->st->device :
  * calls its own when its first input is on TT_CUDA. */
 tt_tensor *tt__cu_add(tt_ctx *c, tt_tensor *a, tt_tensor *b);
 tt_tensor *tt__cu_gelu_tanh(tt_ctx *c, tt_tensor *x);
-tt_tensor *tt__cu_layernorm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps);
+tt_tensor *tt__cu_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps, bool rms);
+tt_tensor *tt__cu_silu(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt__cu_mul(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt__cu_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta);
 tt_tensor *tt__cu_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndim, const int64_t *shape);
 tt_tensor *tt__cu_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *targets, int32_t ignore_index);
 tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale);

@@ -126,6 +126,10 @@ out:
 static tt_tensor *f_add(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_add(c, in[0], in[1]); }
 static tt_tensor *f_gelu(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_gelu_tanh(c, in[0]); }
 static tt_tensor *f_ln(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_layernorm(c, in[0], in[1], in[2], 1e-5); }
+static tt_tensor *f_rms(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_rmsnorm(c, in[0], in[1], 1e-5); }
+static tt_tensor *f_silu(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_silu(c, in[0]); }
+static tt_tensor *f_mul(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_mul(c, in[0], in[1]); }
+static tt_tensor *f_rope(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_rope(c, in[0], 3, 10000.0); }
 static tt_tensor *f_lin(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_linear(c, in[0], in[1], in[2]); }
 static const int32_t *g_ids;
 static int64_t g_ids_n;
@@ -176,7 +180,19 @@ static void test_ops(void) {
         tt_tensor *in[3] = {rnd(3, a, 3), rnd(1, &c1, 1), rnd(1, &c1, 1)};
         for (int64_t i = 0; i < 3 * 70 * 96; i++) tt_set(in[0], i, tt_get(in[0], i) + 0.5); /* nonzero mean */
         twin("layernorm", f_ln, NULL, 3, in, 1e-5);
+        twin("rmsnorm", f_rms, NULL, 2, in, 1e-5);
         for (int i = 0; i < 3; i++) tt_free(in[i]);
+    }
+    {
+        int64_t a[3] = {3, 41, 50}, r[4] = {2, 19, 3, 16};
+        tt_tensor *in[2] = {rnd(3, a, 2), rnd(3, a, 1)};
+        twin("silu", f_silu, NULL, 1, in, 1e-5);
+        twin("mul", f_mul, NULL, 2, in, 1e-6);
+        tt_free(in[0]);
+        tt_free(in[1]);
+        in[0] = rnd(4, r, 1);
+        twin("rope", f_rope, NULL, 1, in, 1e-5);
+        tt_free(in[0]);
     }
     {
         int64_t x[3] = {2, 45, 64}, w[2] = {96, 64}, b = 96;
@@ -269,8 +285,10 @@ static void test_guard(void) {
           "softmax on cuda should fail naming op and device: '%s'", tl_last_error());
     y = tt_add(c, d, h);
     CHECK(!y && strstr(tl_last_error(), "cpu"), "cuda + cpu should fail naming the devices: '%s'", tl_last_error());
-    y = tt_mul(c, d, d);
-    CHECK(!y && strstr(tl_last_error(), "mul"), "mul on cuda: '%s'", tl_last_error());
+    y = tt_exp(c, d);
+    CHECK(!y && strstr(tl_last_error(), "exp"), "exp on cuda: '%s'", tl_last_error());
+    y = tt_sum(c, d);
+    CHECK(!y && strstr(tl_last_error(), "sum"), "sum on cuda: '%s'", tl_last_error());
     tt_free(h);
     tt_free(d);
     tt_ctx_free(c);
@@ -329,9 +347,10 @@ static tt_model_config tiny_cfg(void) {
     return k;
 }
 
-/* One GPT-2 step's loss and every parameter gradient, CPU vs CUDA. */
-static void test_gpt2_grads(void) {
+/* One step's loss and every parameter gradient, CPU vs CUDA (GPT-2, Llama). */
+static void test_model_grads(tt_arch arch) {
     tt_model_config k = tiny_cfg();
+    if (arch == TT_ARCH_LLAMA) k = tt_model_config_default(TT_ARCH_LLAMA, 96, 32, 48, 2, 3);
     tt_model hm, dm;
     tt_model_init(&hm, &k, 7);
     tt_model_init(&dm, &k, 7);
@@ -356,7 +375,8 @@ static void test_gpt2_grads(void) {
         if (e > worst) worst = e, wn = hm.params.p[i].name;
     }
     CHECK(worst < 1e-4, "gpt2 worst grad rel err %.3g (%s)", worst, wn);
-    printf("%-28s loss %.7f vs %.7f, worst grad %.2e (%s)\n", "gpt2 step cpu vs cuda", vh, vd, worst, wn);
+    printf("%-28s loss %.7f vs %.7f, worst grad %.2e (%s)\n",
+           arch == TT_ARCH_GPT2 ? "gpt2 step cpu vs cuda" : "llama step cpu vs cuda", vh, vd, worst, wn);
     tt_ctx_free(c);
     tt_model_free(&hm);
     tt_model_free(&dm);
@@ -430,7 +450,8 @@ int main(void) {
     test_prec();
     test_guard();
     test_adamw();
-    test_gpt2_grads();
+    test_model_grads(TT_ARCH_GPT2);
+    test_model_grads(TT_ARCH_LLAMA);
     test_resume();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

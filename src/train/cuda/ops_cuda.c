@@ -1,5 +1,6 @@
-/* train/cuda/ops_cuda: the CUDA face of the ops GPT-2 trains with (add,
- * GELU, LayerNorm, embedding, cross-entropy, linear, attention): shape
+/* train/cuda/ops_cuda: the CUDA face of the ops GPT-2 and Llama train with
+ * (add, mul, GELU, SiLU, LayerNorm, RMSNorm, RoPE, embedding, cross-entropy,
+ * linear, attention): shape
  * checks, outputs, tape records and backward, over the kernels of tcu.h.
  * Inputs must be f32 on the CUDA device; strided inputs are made contiguous
  * through the recorded tt_contiguous (so their gradients flow back), and
@@ -7,6 +8,7 @@
  * it is queued. Ids and targets are checked on the host, where they are,
  * before they are uploaded.
  * Owns: nothing. Calls: train internals, train/cuda/tcu. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -114,7 +116,8 @@ tt_tensor *tt__cu_gelu_tanh(tt_ctx *c, tt_tensor *x) {
     return o;
 }
 
-/* ---- LayerNorm over the last dim; mean and rstd kept as temporaries ---- */
+/* ---- LayerNorm / RMSNorm over the last dim; mean (LayerNorm) and rstd
+ * kept as temporaries ---- */
 typedef struct ln_saved {
     tt_tensor *mean, *rstd;
 } ln_saved;
@@ -138,18 +141,20 @@ static tl_status bw_layernorm(tt_ctx *c, tt_node *n, const tt_tensor *g) {
         gx_sink = scratch(c, nbx);
         if (!gx_sink) return TL_ERR_NOMEM;
     }
-    tl_status s = tcu_layernorm_bwd(gx_sink, ax, gw, gb, F(g), F(x), F(w), F(sv->mean), F(sv->rstd), R, C, sc);
+    tl_status s = tcu_layernorm_bwd(gx_sink, ax, gw, gb, F(g), F(x), F(w), sv->mean ? F(sv->mean) : NULL,
+                                    F(sv->rstd), R, C, sc);
     scratch_put(c, sc, nb);
     if (!gx) scratch_put(c, gx_sink, nbx);
     return s;
 }
 
-tt_tensor *tt__cu_layernorm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps) {
+tt_tensor *tt__cu_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps, bool rms) {
     tt_tensor *in[3] = {x, w, b};
-    if (!cu_check("layernorm", in, 3, 2)) return NULL;
+    const char *op = rms ? "rmsnorm" : "layernorm";
+    if (!cu_check(op, in, 3, 2)) return NULL;
     int64_t C = x->shape[x->ndim - 1];
     if (tt_numel(w) != C || (b && tt_numel(b) != C) || !tt_is_contiguous(w) || (b && !tt_is_contiguous(b))) {
-        tl_err(TL_ERR_INVALID, "train: layernorm: weight/bias of %lld for rows of %lld", (long long)tt_numel(w),
+        tl_err(TL_ERR_INVALID, "train: %s: weight/bias of %lld for rows of %lld", op, (long long)tt_numel(w),
                (long long)C);
         return NULL;
     }
@@ -157,13 +162,15 @@ tt_tensor *tt__cu_layernorm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b,
     if (!x) return NULL;
     int64_t R = tt_numel(x) / (C ? C : 1);
     tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, x->shape);
-    tt_tensor *mean = tt__temp_on(c, TT_CUDA, TT_F32, 1, &R), *rstd = tt__temp_on(c, TT_CUDA, TT_F32, 1, &R);
-    if (!o || !mean || !rstd) return NULL;
-    if (tcu_layernorm_fwd(F(o), F(mean), F(rstd), F(x), F(w), b ? F(b) : NULL, R, C, (float)eps) != TL_OK)
+    tt_tensor *mean = rms ? NULL : tt__temp_on(c, TT_CUDA, TT_F32, 1, &R);
+    tt_tensor *rstd = tt__temp_on(c, TT_CUDA, TT_F32, 1, &R);
+    if (!o || (!rms && !mean) || !rstd) return NULL;
+    if (tcu_layernorm_fwd(F(o), mean ? F(mean) : NULL, F(rstd), F(x), F(w), b ? F(b) : NULL, R, C, (float)eps) !=
+        TL_OK)
         return NULL;
     tt_tensor *rin[3] = {x, w, b};
     if (tt__needs_grad(c, rin, 3)) {
-        tt_node *n = tt__record(c, "layernorm", bw_layernorm, o, rin, 3);
+        tt_node *n = tt__record(c, op, bw_layernorm, o, rin, 3);
         ln_saved *sv = malloc(sizeof *sv);
         if (!n || !sv) {
             free(sv);
@@ -470,6 +477,112 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
         sv->scale = sc;
         sv->mode = mode;
         n->extra = sv;
+    }
+    return o;
+}
+
+/* ---- SiLU, element-wise product (same shapes), RoPE: the Llama ops ---- */
+static tl_status bw_silu(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    if (!tt__need(n, 0)) return TL_OK;
+    bool add;
+    float *gx = grad_of(n->in[0], &add);
+    return gx ? tcu_silu_bwd(gx, add, F(g), F(n->in[0]), tt_numel(g)) : TL_ERR_NOMEM;
+}
+
+tt_tensor *tt__cu_silu(tt_ctx *c, tt_tensor *x) {
+    if (!cu_check("silu", &x, 1, 1)) return NULL;
+    x = tt_contiguous(c, x);
+    if (!x) return NULL;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, x->shape);
+    if (!o || tcu_silu_fwd(F(o), F(x), tt_numel(x)) != TL_OK) return NULL;
+    if (tt__needs_grad(c, &x, 1) && !tt__record(c, "silu", bw_silu, o, &x, 1)) return NULL;
+    return o;
+}
+
+static tl_status bw_mul(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    for (int i = 0; i < 2; i++) {
+        if (!tt__need(n, i)) continue;
+        bool add;
+        float *gi = grad_of(n->in[i], &add);
+        if (!gi) return TL_ERR_NOMEM;
+        tl_status s = tcu_mul(gi, add, F(g), F(n->in[1 - i]), tt_numel(g));
+        if (s) return s;
+    }
+    return TL_OK;
+}
+
+tt_tensor *tt__cu_mul(tt_ctx *c, tt_tensor *a, tt_tensor *b) {
+    tt_tensor *in[2] = {a, b};
+    if (!cu_check("mul", in, 2, 2)) return NULL;
+    bool same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+    if (!same) {
+        char s1[64], s2[64];
+        tl_err(TL_ERR_UNSUPPORTED, "train: mul on cuda needs one shape (%s * %s)", tt__shape_str(a, s1, sizeof s1),
+               tt__shape_str(b, s2, sizeof s2));
+        return NULL;
+    }
+    a = tt_contiguous(c, a);
+    b = tt_contiguous(c, b);
+    if (!a || !b) return NULL;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, a->ndim, a->shape);
+    if (!o || tcu_mul(F(o), false, F(a), F(b), tt_numel(a)) != TL_OK) return NULL;
+    tt_tensor *rin[2] = {a, b};
+    if (tt__needs_grad(c, rin, 2) && !tt__record(c, "mul", bw_mul, o, rin, 2)) return NULL;
+    return o;
+}
+
+typedef struct rope_saved {
+    tt_tensor *cs;
+} rope_saved;
+
+static tl_status bw_rope_cu(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    if (!tt__need(n, 0)) return TL_OK;
+    tt_tensor *x = n->in[0];
+    rope_saved *sv = n->extra;
+    bool add;
+    float *gx = grad_of(x, &add);
+    if (!gx) return TL_ERR_NOMEM;
+    int64_t T = x->shape[1], H = x->shape[2], D = x->shape[3];
+    return tcu_rope(gx, add, F(g), F(sv->cs), tt_numel(x) / D, T, H, D, -1);
+}
+
+tt_tensor *tt__cu_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta) {
+    if (!cu_check("rope", &x, 1, 1)) return NULL;
+    if (x->ndim != 4 || x->shape[3] % 2) {
+        tl_err(TL_ERR_INVALID, "train: rope needs [B, T, H, D] with even D");
+        return NULL;
+    }
+    x = tt_contiguous(c, x);
+    if (!x) return NULL;
+    int64_t T = x->shape[1], H = x->shape[2], D = x->shape[3], n = T * D;
+    /* the angle table in double on the host, as the CPU op, then float */
+    float *h = malloc((size_t)n * sizeof *h);
+    tt_tensor *cs = tt__temp_on(c, TT_CUDA, TT_F32, 1, &n), *o = tt__temp_on(c, TT_CUDA, TT_F32, 4, x->shape);
+    if (!h || !cs || !o) {
+        free(h);
+        if (cs && o) tl_err(TL_ERR_NOMEM, "train: out of memory");
+        return NULL;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < D / 2; i++) {
+            double ang = (double)(pos0 + t) * pow(theta, -2.0 * (double)i / (double)D);
+            h[t * D + 2 * i] = (float)cos(ang);
+            h[t * D + 2 * i + 1] = (float)sin(ang);
+        }
+    tl_status s = tt__dev_h2d(TT_CUDA, tt_data(cs), h, (size_t)n * sizeof *h);
+    free(h);
+    if (s || tcu_rope(F(o), false, F(x), F(cs), tt_numel(x) / D, T, H, D, 1) != TL_OK) return NULL;
+    if (tt__needs_grad(c, &x, 1)) {
+        tt_node *nd = tt__record(c, "rope", bw_rope_cu, o, &x, 1);
+        rope_saved *sv = malloc(sizeof *sv);
+        if (!nd || !sv) {
+            free(sv);
+            if (nd) tl_err(TL_ERR_NOMEM, "train: out of memory");
+            return NULL;
+        }
+        sv->cs = cs;
+        nd->extra = sv;
     }
     return o;
 }

@@ -52,7 +52,8 @@ tl_status tcu_add_rows(float *out, const float *a, const float *b, int64_t R, in
 /* gb[r % Rb, :] += sum over r of g[r, :] (deterministic order); scratch
  * (>= 64 * N floats) makes the Rb == 1 case two-pass and parallel. */
 tl_status tcu_sum_rows_into(float *gb, const float *g, int64_t R, int64_t Rb, int64_t N, float *scratch);
-/* LayerNorm over rows of C: y = (x - mean) * rstd * w + b; mean/rstd [R]. */
+/* LayerNorm over rows of C: y = (x - mean) * rstd * w + b; mean/rstd [R].
+ * mean NULL: RMSNorm (no centering; b NULL), in both passes. */
 tl_status tcu_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
                             int64_t R, int64_t C, float eps);
 /* gx (=|+=) dx; gw/gb += (deterministic two-pass column sums; scratch [>= 2 * 256 * C] floats). */
@@ -61,6 +62,14 @@ tl_status tcu_layernorm_bwd(float *gx, bool gx_add, float *gw, float *gb, const 
                             float *scratch);
 tl_status tcu_gelu_tanh_fwd(float *y, const float *x, int64_t n);
 tl_status tcu_gelu_tanh_bwd(float *gx, bool gx_add, const float *g, const float *x, int64_t n);
+/* SiLU x * sigmoid(x); y (=|+=) a * b; interleaved RoPE of rows of D
+ * (row r at position (r / H) % T; cs [T, D] = (cos, sin) pairs; dir -1: the
+ * inverse rotation, the backward). */
+tl_status tcu_silu_fwd(float *y, const float *x, int64_t n);
+tl_status tcu_silu_bwd(float *gx, bool gx_add, const float *g, const float *x, int64_t n);
+tl_status tcu_mul(float *y, bool add, const float *a, const float *b, int64_t n);
+tl_status tcu_rope(float *y, bool add, const float *x, const float *cs, int64_t rows, int64_t T, int64_t H, int64_t D,
+                   int dir);
 /* y [M, N] = x [M, K] @ w[N, K]^T (+ bias[N]); mode: TCU_MM_*; scratch for
  * bf16 copies of x and w (NULL unless BF16: (M*K + N*K) bf16). */
 tl_status tcu_linear_fwd(float *y, const float *x, const float *w, const float *bias, int64_t M, int64_t N,

@@ -126,14 +126,14 @@ extern "C" tl_status tcu_sum_rows_into(float *gb, const float *g, int64_t R, int
 
 /* ---- LayerNorm: one warp per row ---- */
 __global__ void k_ln_fwd(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                         int64_t R, int64_t C, float eps) {
+                         int64_t R, int64_t C, float eps, bool rms) {
     int64_t r = blockIdx.x * (int64_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (r >= R) return;
     const float *xr = x + r * C;
     float s = 0.f;
     for (int64_t c = lane; c < C; c += 32) s += xr[c];
-    float mu = warp_sum(s) / (float)C;
+    float mu = rms ? 0.f : warp_sum(s) / (float)C;
     float v = 0.f;
     for (int64_t c = lane; c < C; c += 32) {
         float d = xr[c] - mu;
@@ -143,7 +143,7 @@ __global__ void k_ln_fwd(float *y, float *mean, float *rstd, const float *x, con
     float *yr = y + r * C;
     for (int64_t c = lane; c < C; c += 32) yr[c] = (xr[c] - mu) * rs * w[c] + (b ? b[c] : 0.f);
     if (lane == 0) {
-        mean[r] = mu;
+        if (mean) mean[r] = mu;
         rstd[r] = rs;
     }
 }
@@ -151,7 +151,8 @@ __global__ void k_ln_fwd(float *y, float *mean, float *rstd, const float *x, con
 extern "C" tl_status tcu_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *w,
                                        const float *b, int64_t R, int64_t C, float eps) {
     TCU_STATE(s);
-    if (R) k_ln_fwd<<<(unsigned)((R + 7) / 8), 256, 0, s->stream>>>(y, mean, rstd, x, w, b, R, C, eps);
+    bool rms = mean == NULL;
+    if (R) k_ln_fwd<<<(unsigned)((R + 7) / 8), 256, 0, s->stream>>>(y, mean, rstd, x, w, b, R, C, eps, rms);
     return tcu_check("layernorm fwd");
 }
 
@@ -169,7 +170,7 @@ __global__ void k_ln_bwd(float *gx, bool add, float *part, const float *g, const
     int64_t per = (R + LN_BLOCKS - 1) / LN_BLOCKS, a = blockIdx.x * per, b = a + per < R ? a + per : R;
     for (int64_t r = a + wp; r < b; r += LN_WARPS) {
         const float *xr = x + r * C, *gr = g + r * C;
-        float mu = mean[r], rs = rstd[r];
+        float mu = mean ? mean[r] : 0.f, rs = rstd[r];
         float s1 = 0.f, s2 = 0.f;
         for (int64_t c = lane; c < C; c += 32) {
             float xh = (xr[c] - mu) * rs, dxh = gr[c] * w[c];
@@ -183,7 +184,7 @@ __global__ void k_ln_bwd(float *gx, bool add, float *part, const float *g, const
         float *o = gx + r * C;
         for (int64_t c = lane; c < C; c += 32) {
             float xh = (xr[c] - mu) * rs;
-            float d = (gr[c] * w[c] - s1 - xh * s2) * rs;
+            float d = (gr[c] * w[c] - (mean ? s1 : 0.f) - xh * s2) * rs;
             o[c] = add ? o[c] + d : d;
         }
     }
@@ -353,4 +354,68 @@ extern "C" tl_status tcu_softmax_rows_bwd(float *dp, const float *p, int64_t row
     TCU_STATE(s);
     if (rows) k_softmax_bwd<<<(unsigned)rows, 256, 0, s->stream>>>(dp, p, T, scale);
     return tcu_check("attention softmax bwd");
+}
+
+/* ---- SiLU, element-wise product, RoPE (the Llama ops) ---- */
+__global__ void k_silu_fwd(float *y, const float *x, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        y[i] = v / (1.f + expf(-v));
+    }
+}
+__global__ void k_silu_bwd(float *gx, bool add, const float *g, const float *x, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = x[i], sg = 1.f / (1.f + expf(-v));
+        float r = g[i] * sg * (1.f + v * (1.f - sg));
+        gx[i] = add ? gx[i] + r : r;
+    }
+}
+extern "C" tl_status tcu_silu_fwd(float *y, const float *x, int64_t n) {
+    TCU_STATE(s);
+    if (n) k_silu_fwd<<<tcu_blocks(n, 256), 256, 0, s->stream>>>(y, x, n);
+    return tcu_check("silu fwd");
+}
+extern "C" tl_status tcu_silu_bwd(float *gx, bool gx_add, const float *g, const float *x, int64_t n) {
+    TCU_STATE(s);
+    if (n) k_silu_bwd<<<tcu_blocks(n, 256), 256, 0, s->stream>>>(gx, gx_add, g, x, n);
+    return tcu_check("silu bwd");
+}
+
+/* y = a * b; and the backward's ga (=|+=) g * b */
+__global__ void k_mul(float *y, bool add, const float *a, const float *b, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float r = a[i] * b[i];
+        y[i] = add ? y[i] + r : r;
+    }
+}
+extern "C" tl_status tcu_mul(float *y, bool add, const float *a, const float *b, int64_t n) {
+    TCU_STATE(s);
+    if (n) k_mul<<<tcu_blocks(n, 256), 256, 0, s->stream>>>(y, add, a, b, n);
+    return tcu_check("mul");
+}
+
+/* x [rows = B*T*H, D], row r at position t = (r / H) % T; cs [T, D] holds
+ * (cos, sin) pairs; dir -1 rotates back (the backward). */
+__global__ void k_rope(float *y, bool add, const float *x, const float *cs, int64_t rows, int64_t T, int64_t H,
+                       int64_t D, float dir) {
+    int64_t half = D / 2, n = rows * half;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / half, k = i - r * half, t = (r / H) % T;
+        float co = cs[t * D + 2 * k], si = dir * cs[t * D + 2 * k + 1];
+        float x0 = x[r * D + 2 * k], x1 = x[r * D + 2 * k + 1];
+        float y0 = x0 * co - x1 * si, y1 = x0 * si + x1 * co;
+        if (add) {
+            y[r * D + 2 * k] += y0;
+            y[r * D + 2 * k + 1] += y1;
+        } else {
+            y[r * D + 2 * k] = y0;
+            y[r * D + 2 * k + 1] = y1;
+        }
+    }
+}
+extern "C" tl_status tcu_rope(float *y, bool add, const float *x, const float *cs, int64_t rows, int64_t T, int64_t H,
+                              int64_t D, int dir) {
+    TCU_STATE(s);
+    if (rows) k_rope<<<tcu_blocks(rows * (D / 2), 256), 256, 0, s->stream>>>(y, add, x, cs, rows, T, H, D, (float)dir);
+    return tcu_check("rope");
 }
