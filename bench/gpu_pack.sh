@@ -17,10 +17,10 @@ cmake --build $B -j"${JOBS:-2}" --target tallow test_batch test_cuda_kernels tes
 mkdir -p $B/devlibs .gpucarry
 for lib in libpcre2-8.so.0 libutf8proc.so.2 libcjson.so.1; do
   p=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
-  [ -n "$p" ] && cp -L "$p" $B/devlibs/
+  if [ -n "$p" ]; then cp -L "$p" $B/devlibs/; else echo "gpu_pack: $lib not found; the GPU machine must have it" >&2; fi
 done
 strip --strip-unneeded $B/libtallow.so.0.1.0 $B/tallow $B/test_batch $B/test_cuda_e2e $B/test_cuda_kernels 2>/dev/null || true
 tar -cJf .gpucarry/tallow-gpu.tar.xz $B/tallow $B/test_batch $B/test_cuda_kernels $B/test_cuda_e2e $B/libtallow.so* \
   $B/devlibs ${EXTRA_FILES:-}
-[ -f build-llamacpp-cuda/llamacpp-cuda.tar.xz ] && cp build-llamacpp-cuda/llamacpp-cuda.tar.xz .gpucarry/
+if [ -f build-llamacpp-cuda/llamacpp-cuda.tar.xz ]; then cp build-llamacpp-cuda/llamacpp-cuda.tar.xz .gpucarry/; fi
 ls -la .gpucarry

@@ -17,9 +17,10 @@ bool args_str(int argc, char **argv, int *i, const char **out);
  * one of its flags (then *ok tells whether its value parsed), false if the
  * flag is not one of them (caller tries its own). */
 #include "tallow.h"
-/* -v, -ngl N, --device cpu|cuda */
+/* -v, -ngl N, --device cpu|cuda, --cpu-kernels auto|scalar|avx2|avx512 */
 bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *ok);
-/* --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed */
+/* --temp --top-k --top-p --min-p --repeat-penalty --presence-penalty --frequency-penalty
+ * --repeat-last-n --seed */
 bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, bool *ok);
 
 /* Read a whole file into a NUL-terminated malloc'd buffer (max 1 GiB). */

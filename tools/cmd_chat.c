@@ -41,8 +41,10 @@ static void chat_usage(FILE *f) {
             "  --template FILE     chat template to use instead of the model's\n"
             "  -n N                max tokens per reply (default 512; -1: until end of turn)\n"
             "  -t N / -c N / -b N  threads / context length / prompt batch size\n"
-            "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --repeat-last-n N --seed N\n"
+            "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --presence-penalty X\n"
+            "  --frequency-penalty X --repeat-last-n N --seed N\n"
             "  --device cpu|cuda   backend (default cpu)\n"
+            "  --cpu-kernels auto|scalar|avx2|avx512  CPU kernel set (default auto: the best this CPU runs)\n"
             "  --stats             after each reply print tokens prefilled/reused and speed to stderr\n"
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n"

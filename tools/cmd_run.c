@@ -21,11 +21,13 @@ static void run_usage(FILE *f) {
             "  --top-p X           (default 0.95; 1 = off)\n"
             "  --min-p X           (default 0.05; 0 = off)\n"
             "  --repeat-penalty X  (default 1.0 = off)\n"
+            "  --presence-penalty X --frequency-penalty X  (-2..2, OpenAI's meanings; default 0 = off)\n"
             "  --repeat-last-n N   (default 64)\n"
             "  --seed N            (default 24301)\n"
             "  --ignore-eos        keep generating past end-of-generation tokens\n"
             "  --no-special        do not parse special-token text in the prompt\n"
             "  --device cpu|cuda   backend (default cpu); -ngl N is accepted as --device cuda\n"
+            "  --cpu-kernels auto|scalar|avx2|avx512  CPU kernel set (default auto: the best this CPU runs)\n"
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n");
 }
