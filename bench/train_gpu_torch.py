@@ -5,7 +5,7 @@
   batches, the first step's gradients, 20 losses). The same GPT-2 (learned
   positions, pre-LN, fused QKV with bias, causal attention, GELU-tanh MLP,
   tied head) is built from those weights in fp32 with TF32 off, runs the same
-  batches with the same AdamW (lr 1e-3, betas 0.9/0.95, eps 1e-8, wd 0.1 on
+  batches with the same AdamW (DIR/lr.txt's lr, betas 0.9/0.95, eps 1e-8, wd 0.1 on
   2-d weights, clip 1.0), and the script prints the relative error of the
   loss and of every gradient after one step, and of each of the losses.
   Exit 1 if any is over --tol (1e-4).
@@ -87,11 +87,11 @@ def read_safetensors(path):
     return out, hdr.get("__metadata__", {})
 
 
-def optimizer(m, fused=False):
+def optimizer(m, fused=False, lr=1e-3):
     decay = [p for p in m.parameters() if p.dim() >= 2]
     nodecay = [p for p in m.parameters() if p.dim() < 2]
     return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
-                             lr=1e-3, betas=(0.9, 0.95), eps=1e-8, fused=fused)
+                             lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=fused)
 
 
 def oracle(a):
@@ -110,7 +110,9 @@ def oracle(a):
     BT = raw.size // (2 * steps)
     B = BT // T
     bat = torch.from_numpy(raw.astype(np.int64)).view(steps, 2, B, T).cuda()
-    opt = optimizer(m)
+    lr_path = os.path.join(a.oracle, "lr.txt")
+    lr = float(open(lr_path).read()) if os.path.exists(lr_path) else 1e-3
+    opt = optimizer(m, lr=lr)
     worst = 0.0
     for s in range(steps):
         opt.zero_grad(set_to_none=True)

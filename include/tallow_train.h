@@ -1,6 +1,7 @@
 /* tallow_train.h: the training framework's public API (installed beside
  * tallow.h; link the same libtallow): tensors with reverse-mode autograd,
- * ops with backward, nn models, optimizers, data and checkpoints (CPU).
+ * ops with backward, nn models, optimizers, data and checkpoints, on the CPU
+ * and (builds with TALLOW_CUDA) a CUDA device: see "devices" below.
  *
  * Conventions (chosen to read like PyTorch, the framework people compare to):
  *  - shape[] is in PyTorch order: shape[ndim-1] is the fastest-varying dim of
@@ -111,6 +112,9 @@ tl_status tt_copy_across(tt_tensor *dst, const tt_tensor *src);
 tl_status tt_tensor_move(tt_tensor *t, tt_device dev);
 /* Wait until the device's queued work is done (and report its errors). */
 tl_status tt_device_sync(tt_device dev);
+/* The device's free and total memory in bytes (the framework's pool keeps
+ * what its ops used, so total - free after a step is that step's peak). */
+tl_status tt_device_memory(tt_device dev, size_t *free_bytes, size_t *total_bytes);
 /* How the CUDA matmuls (linear, attention) compute: F32 exactly in fp32
  * (the PyTorch-fp32 oracle's mode, the default), TF32 on the tensor cores
  * with fp32 accumulation, BF16 with the operands rounded to bf16 (fp32

@@ -86,6 +86,15 @@ tl_status tt_device_sync(tt_device dev) {
     return no_device(dev);
 }
 
+tl_status tt_device_memory(tt_device dev, size_t *free_bytes, size_t *total_bytes) {
+#ifdef TALLOW_CUDA
+    if (dev == TT_CUDA) return tcu_memory(free_bytes, total_bytes);
+#endif
+    (void)free_bytes;
+    (void)total_bytes;
+    return dev == TT_CPU ? tl_err(TL_ERR_UNSUPPORTED, "train: device_memory of the cpu") : no_device(dev);
+}
+
 void tt_ctx_set_matmul_prec(tt_ctx *c, tt_matmul_prec p) { c->mm_prec = p; }
 
 bool tt__on_host(const char *op, const tt_tensor *const *xs, int n) {

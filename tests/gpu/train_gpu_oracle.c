@@ -5,10 +5,12 @@
  * Oracle mode writes DIR/init.safetensors (initial weights), DIR/batches.bin
  * (int32 ids then targets per step, [steps][2][B*T]), DIR/grads1.safetensors
  * (every parameter's gradient after the first backward, "g.<name>") and
- * DIR/losses.txt (one loss per step; AdamW lr 1e-3, betas 0.9/0.95, wd 0.1
- * on 2-d weights, clip 1.0). --bench N: no files; times N steps after 3
+ * DIR/losses.txt (one loss per step; AdamW at --lr-e6 N (lr N * 1e-6,
+ * default 1000), betas 0.9/0.95, wd 0.1 on 2-d weights, clip 1.0) and
+ * DIR/lr.txt (that lr, for the PyTorch side). --bench N: no files; times N steps after 3
  * warm-up steps and prints tokens/s (median step) and model FLOPs
- * utilization against the H200's 989 dense bf16 TFLOP/s. */
+ * utilization against the H200's 989 dense bf16 TFLOP/s, and the device
+ * memory in use after the steps (the pool keeps the step's peak). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +61,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *dir = argv[1], *mm = "f32";
-    int64_t L = 2, C = 128, H = 4, V = 512, T = 64, B = 4, steps = 20, bench = 0;
+    int64_t L = 2, C = 128, H = 4, V = 512, T = 64, B = 4, steps = 20, bench = 0, lr_e6 = 1000;
     for (int i = 2; i + 1 < argc; i += 2) {
         int64_t v = atoll(argv[i + 1]);
         if (!strcmp(argv[i], "--layers")) L = v;
@@ -70,6 +72,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch")) B = v;
         else if (!strcmp(argv[i], "--steps")) steps = v;
         else if (!strcmp(argv[i], "--bench")) bench = v;
+        else if (!strcmp(argv[i], "--lr-e6")) lr_e6 = v;
         else if (!strcmp(argv[i], "--matmul")) mm = argv[i + 1];
         else {
             fprintf(stderr, "train_gpu_oracle: unknown option %s\n", argv[i]);
@@ -89,7 +92,8 @@ int main(int argc, char **argv) {
         if (tt_checkpoint_save(path, &m, NULL, 0, NULL) != TL_OK) return die("save init");
     }
     if (tt_model_to(&m, TT_CUDA) != TL_OK) return die("to cuda");
-    tt_optim_config oc = tt_optim_default(TT_OPT_ADAMW, 1e-3);
+    double lr = (double)lr_e6 * 1e-6;
+    tt_optim_config oc = tt_optim_default(TT_OPT_ADAMW, lr);
     oc.beta2 = 0.95;
     oc.weight_decay = 0.1;
     if (tt_optim_init(&o, &oc, &m.params) != TL_OK) return die("optim");
@@ -109,6 +113,11 @@ int main(int argc, char **argv) {
             return 1;
         }
         fclose(f);
+        snprintf(path, sizeof path, "%s/lr.txt", dir);
+        FILE *lrf = fopen(path, "w");
+        if (!lrf) return 1;
+        fprintf(lrf, "%.9g\n", lr);
+        fclose(lrf);
         snprintf(path, sizeof path, "%s/losses.txt", dir);
         lf = fopen(path, "w");
         if (!lf) return 1;
@@ -122,7 +131,7 @@ int main(int argc, char **argv) {
         if (!l) return die("loss");
         if (tt_backward(c, l) != TL_OK) return die("backward");
         if (s == 0 && !bench && save_grads(dir, &m)) return 1;
-        if (tt_optim_step_clipped(&o, 1e-3, 1.0) != TL_OK) return die("step");
+        if (tt_optim_step_clipped(&o, lr, 1.0) != TL_OK) return die("step");
         double lv = tt_get(l, 0); /* waits for the step */
         tt_ctx_reset(c);
         dt[s] = (double)(tl_time_us() - t0) / 1e6;
@@ -135,9 +144,12 @@ int main(int argc, char **argv) {
         double med = dt[3 + bench / 2], tps = (double)(B * T) / med;
         double n_params = (double)tt_params_count(&m.params);
         double flops = 6.0 * n_params * (double)(B * T) + 12.0 * (double)(L * B * T * T * C); /* per step */
-        printf("tallow gpt2 L%lld C%lld B%lld T%lld %s: %.0f tok/s (median step %.1f ms), MFU %.1f%% of 989 TFLOP/s\n",
+        size_t fr = 0, tot = 0;
+        tt_device_memory(TT_CUDA, &fr, &tot);
+        printf("tallow gpt2 L%lld C%lld B%lld T%lld %s: %.0f tok/s (median step %.1f ms), MFU %.1f%% of 989 TFLOP/s, "
+               "device memory in use %.1f GiB\n",
                (long long)L, (long long)C, (long long)B, (long long)T, mm, tps, med * 1e3,
-               100.0 * flops / med / 989e12);
+               100.0 * flops / med / 989e12, (double)(tot - fr) / (1 << 30));
     }
     free(dt);
     free(batches);

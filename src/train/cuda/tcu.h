@@ -30,6 +30,7 @@ tl_status tcu_zero(void *p, size_t nbytes);
 tl_status tcu_h2d(void *dst, const void *src, size_t nbytes);
 tl_status tcu_d2h(void *dst, const void *src, size_t nbytes); /* waits */
 tl_status tcu_sync(void);
+tl_status tcu_memory(size_t *free_bytes, size_t *total_bytes);
 tl_status tcu_check(const char *what); /* a launch error, as a tl_status */
 
 /* dst[i] (=|+=) src[i] over a 4-d index space sh (strides in elements);

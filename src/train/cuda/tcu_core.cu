@@ -93,6 +93,12 @@ extern "C" tl_status tcu_sync(void) {
     return tcu_err(cudaStreamSynchronize(s->stream), "sync");
 }
 
+extern "C" tl_status tcu_memory(size_t *free_bytes, size_t *total_bytes) {
+    TCU_STATE(s);
+    (void)s;
+    return tcu_err(cudaMemGetInfo(free_bytes, total_bytes), "memory info");
+}
+
 extern "C" tl_status tcu_check(const char *what) { return tcu_err(cudaGetLastError(), what); }
 
 struct sh4 {
