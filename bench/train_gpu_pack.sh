@@ -16,7 +16,7 @@ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DTALLOW_CUDA=ON -DCMAKE_CUDA_ARCHIT
 cmake --build $B -j"${JOBS:-2}" --target tallow test_train_cuda train_gpu_oracle
 mkdir -p $B/devlibs "$DEST"
 for lib in libpcre2-8.so.0 libutf8proc.so.2 libcjson.so.1; do
-  p=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
+  p=$(ldconfig -p | awk -v l="$lib" '$1 == l && !f {print $NF; f = 1}') # no early exit: pipefail
   [ -n "$p" ] && cp -L "$p" $B/devlibs/
 done
 strip --strip-unneeded $B/libtallow.so.0.1.0 $B/tallow $B/test_train_cuda $B/train_gpu_oracle 2>/dev/null || true
