@@ -265,8 +265,10 @@ tt_tensor *tt__cu_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndi
         }
         nd->extra = sv;
         sv->nu = nu;
-        int64_t len = 2 * nu + 1 + n;
-        sv->csr = tt__temp_on(c, TT_CUDA, TT_I32, 1, &len);
+        /* sized for the most distinct ids (n), not this batch's count: the
+         * same size every step, so the pool reuses it instead of growing */
+        int64_t len = 2 * nu + 1 + n, cap = 3 * n + 1;
+        sv->csr = tt__temp_on(c, TT_CUDA, TT_I32, 1, &cap);
         tl_status s = sv->csr ? tt__dev_h2d(TT_CUDA, tt_data(sv->csr), h, (size_t)len * 4) : TL_ERR_NOMEM;
         free(h);
         if (s != TL_OK) return NULL;
