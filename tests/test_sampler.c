@@ -172,6 +172,65 @@ int main(void) {
     CHECK(tl_sampler_sample(s, neg) == 7, "negative logit penalised by multiplication");
     tl_sampler_free(s);
 
+    /* presence / frequency penalties (OpenAI): l -= f * count + p * (count > 0) */
+    {
+        tl_sampler_params sp = tl_sampler_default_params();
+        sp.temp = 0;
+        sp.repeat_last_n = 3;
+        sp.frequency_penalty = 0.06f;
+        tl_sampler *q = NULL;
+        CHECK(tl_sampler_init(&sp, NV, &q) == TL_OK, "init penalties: %s", tl_last_error());
+        tl_sampler_accept(q, 1);
+        CHECK(tl_sampler_sample(q, logits) == 1, "one occurrence: 3 - 0.06 > 2.9");
+        tl_sampler_accept(q, 1);
+        CHECK(tl_sampler_sample(q, logits) == 5, "two occurrences: 3 - 0.12 < 2.9");
+        tl_sampler_accept(q, 4);
+        tl_sampler_accept(q, 4); /* window 3: the first 1 is evicted, count back to 1 */
+        CHECK(tl_sampler_sample(q, logits) == 1, "eviction lowers the count: 3 - 0.06 > 2.9");
+        tl_sampler_reset(q);
+        CHECK(tl_sampler_sample(q, logits) == 1, "reset clears the counts");
+        tl_sampler_free(q);
+        sp.frequency_penalty = 0;
+        sp.presence_penalty = 0.45f;
+        CHECK(tl_sampler_init(&sp, NV, &q) == TL_OK, "init presence");
+        tl_sampler_accept(q, 1);
+        tl_sampler_accept(q, 1);
+        tl_sampler_accept(q, 5);
+        CHECK(tl_sampler_sample(q, logits) == 1, "presence once per token: 2.55 beats 2.5 and 2.45");
+        tl_sampler_free(q);
+    }
+
+    /* logit bias: -inf bans, a positive bias promotes; bad entries are refused */
+    {
+        tl_logit_bias lb[2] = {{1, -INFINITY}, {6, 10.0f}};
+        tl_sampler_params sp = tl_sampler_default_params();
+        sp.temp = 0;
+        sp.logit_bias = lb;
+        sp.n_logit_bias = 1;
+        tl_sampler *q = NULL;
+        CHECK(tl_sampler_init(&sp, NV, &q) == TL_OK, "init bias");
+        lb[0].token = 0; /* copied at init: later edits do not reach the sampler */
+        CHECK(tl_sampler_sample(q, logits) == 5, "banned argmax");
+        tl_sampler_free(q);
+        lb[0].token = 1;
+        sp.n_logit_bias = 2;
+        CHECK(tl_sampler_init(&sp, NV, &q) == TL_OK, "init bias 2");
+        CHECK(tl_sampler_sample(q, logits) == 6, "promoted id 6 (-3 + 10)");
+        tl_sampler_free(q);
+        sp.temp = 1;
+        CHECK(tl_sampler_init(&sp, NV, &q) == TL_OK, "init bias sampled");
+        histo(q, logits, 20000, freq);
+        CHECK(freq[1] == 0 && freq[6] > 0.9, "banned never drawn: %.4f, promoted %.4f", freq[1], freq[6]);
+        tl_sampler_free(q);
+        lb[1].token = NV;
+        CHECK(tl_sampler_init(&sp, NV, &q) == TL_ERR_INVALID && !q, "token out of range refused");
+        lb[1].token = 2;
+        lb[1].bias = NAN;
+        CHECK(tl_sampler_init(&sp, NV, &q) == TL_ERR_INVALID, "NaN bias refused");
+        sp.logit_bias = NULL;
+        CHECK(tl_sampler_init(&sp, NV, &q) == TL_ERR_INVALID, "count without array refused");
+    }
+
     /* same seed, same sequence; different seed, different sequence */
     tl_sampler *a = mk(1, 0, 1, 0, 1, 123), *b = mk(1, 0, 1, 0, 1, 123), *c = mk(1, 0, 1, 0, 1, 124);
     int same_ab = 1, same_ac = 1;

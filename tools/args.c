@@ -143,6 +143,8 @@ bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, boo
     else if (!strcmp(a, "--top-p")) *ok = args_float(argc, argv, i, 0, 1, &sp->top_p);
     else if (!strcmp(a, "--min-p")) *ok = args_float(argc, argv, i, 0, 1, &sp->min_p);
     else if (!strcmp(a, "--repeat-penalty")) *ok = args_float(argc, argv, i, 0.01, 100, &sp->repeat_penalty);
+    else if (!strcmp(a, "--presence-penalty")) *ok = args_float(argc, argv, i, -2, 2, &sp->presence_penalty);
+    else if (!strcmp(a, "--frequency-penalty")) *ok = args_float(argc, argv, i, -2, 2, &sp->frequency_penalty);
     else if (!strcmp(a, "--repeat-last-n")) *ok = args_int(argc, argv, i, 0, 1 << 20, &sp->repeat_last_n);
     else if (!strcmp(a, "--seed")) *ok = args_u64(argc, argv, i, &sp->seed);
     else return false;

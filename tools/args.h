@@ -19,7 +19,8 @@ bool args_str(int argc, char **argv, int *i, const char **out);
 #include "tallow.h"
 /* -v, -ngl N, --device cpu|cuda, --cpu-kernels auto|scalar|avx2|avx512 */
 bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *ok);
-/* --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed */
+/* --temp --top-k --top-p --min-p --repeat-penalty --presence-penalty --frequency-penalty
+ * --repeat-last-n --seed */
 bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, bool *ok);
 
 /* Read a whole file into a NUL-terminated malloc'd buffer (max 1 GiB). */

@@ -21,6 +21,7 @@ static void run_usage(FILE *f) {
             "  --top-p X           (default 0.95; 1 = off)\n"
             "  --min-p X           (default 0.05; 0 = off)\n"
             "  --repeat-penalty X  (default 1.0 = off)\n"
+            "  --presence-penalty X --frequency-penalty X  (-2..2, OpenAI's meanings; default 0 = off)\n"
             "  --repeat-last-n N   (default 64)\n"
             "  --seed N            (default 24301)\n"
             "  --ignore-eos        keep generating past end-of-generation tokens\n"

@@ -14,9 +14,15 @@ tl_status tl_tokenize(const tl_model *m, const char *text, size_t len, bool add_
 int32_t tl_token_bos(const tl_model *m) { return tok_bos(m->vocab); }
 int32_t tl_token_eos(const tl_model *m) { return tok_eos(m->vocab); }
 bool tl_token_is_eog(const tl_model *m, int32_t tok) { return tok_is_eog(m->vocab, tok); }
+bool tl_token_is_control(const tl_model *m, int32_t tok) { return tok_is_control(m->vocab, tok); }
 const char *tl_token_text(const tl_model *m, int32_t tok, size_t *len) { return tok_piece(m->vocab, tok, len); }
 
 const char *tl_model_chat_template(const tl_model *m) { return m->chat_template; }
+
+tl_status tl_model_meta_int(const tl_model *m, const char *key, int64_t *out) {
+    if (!m || !key || !out) return tl_err(TL_ERR_INVALID, "tl_model_meta_int: NULL argument");
+    return gguf_get_int(m->gguf, key, out);
+}
 
 struct tl_detok {
     tok_detok *d;

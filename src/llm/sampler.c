@@ -1,9 +1,13 @@
 /* llm/sampler: token selection from logits.
  * Order of the filters (the one users of the reference engine expect):
- * repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw.
+ * logit bias -> penalties (repetition, presence, frequency) -> top-k ->
+ * top-p -> min-p -> temperature -> draw.
  * top-p and min-p look at probabilities before temperature. Greedy when
- * temp <= 0. A seeded splitmix64 generator makes runs reproducible.
- * Owns: candidate buffers and the recent-token ring. */
+ * temp <= 0. A seeded splitmix64 generator makes runs reproducible. An
+ * attached grammar removes the tokens it does not allow right after the
+ * biases and penalties, so every later stage sees only allowed tokens.
+ * Owns: candidate buffers, the recent-token ring with per-token counts,
+ * and a copy of the logit biases. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +27,10 @@ struct tl_sampler {
     float *prob;      /* [n_vocab] */
     int32_t *recent;  /* ring of the last repeat_last_n tokens */
     int32_t n_recent, recent_head;
+    int32_t *count;   /* [n_vocab] occurrences of each token in the ring */
+    tl_logit_bias *bias; /* [p.n_logit_bias] */
     uint64_t rng;
+    tl_grammar *grammar; /* borrowed; NULL: none */
 };
 
 tl_sampler_params tl_sampler_default_params(void) {
@@ -34,6 +41,10 @@ tl_sampler_params tl_sampler_default_params(void) {
     p.min_p = 0.05f;
     p.repeat_penalty = 1.0f;
     p.repeat_last_n = 64;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.0f;
+    p.logit_bias = NULL;
+    p.n_logit_bias = 0;
     p.seed = 0x5eed;
     return p;
 }
@@ -46,6 +57,17 @@ tl_status tl_sampler_init(const tl_sampler_params *p, int32_t n_vocab, tl_sample
         return tl_err(TL_ERR_INVALID, "sampler: repeat_penalty must be > 0 and temp/top_p/min_p numbers");
     if (q.repeat_last_n < 0 || q.repeat_last_n > (1 << 20))
         return tl_err(TL_ERR_INVALID, "sampler: repeat_last_n %d out of range", q.repeat_last_n);
+    if (!isfinite(q.presence_penalty) || !isfinite(q.frequency_penalty))
+        return tl_err(TL_ERR_INVALID, "sampler: presence/frequency penalties must be finite");
+    if (q.n_logit_bias < 0 || q.n_logit_bias > n_vocab || (q.n_logit_bias && !q.logit_bias))
+        return tl_err(TL_ERR_INVALID, "sampler: %d logit biases for %d tokens", q.n_logit_bias, n_vocab);
+    for (int32_t i = 0; i < q.n_logit_bias; i++) {
+        const tl_logit_bias *b = &q.logit_bias[i];
+        if (b->token < 0 || b->token >= n_vocab)
+            return tl_err(TL_ERR_INVALID, "sampler: logit_bias[%d]: token %d not in [0, %d)", i, b->token, n_vocab);
+        if (isnan(b->bias) || b->bias == INFINITY)
+            return tl_err(TL_ERR_INVALID, "sampler: logit_bias[%d]: bias must be a number or -inf", i);
+    }
     tl_sampler *s = calloc(1, sizeof *s);
     if (!s) return tl_err(TL_ERR_NOMEM, "sampler: out of memory");
     s->p = q;
@@ -53,10 +75,14 @@ tl_status tl_sampler_init(const tl_sampler_params *p, int32_t n_vocab, tl_sample
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
     s->recent = malloc(((size_t)q.repeat_last_n + 1) * sizeof *s->recent);
-    if (!s->cand || !s->prob || !s->recent) {
+    s->count = calloc((size_t)n_vocab, sizeof *s->count);
+    s->bias = malloc(((size_t)q.n_logit_bias + 1) * sizeof *s->bias);
+    if (!s->cand || !s->prob || !s->recent || !s->count || !s->bias) {
         tl_sampler_free(s);
         return tl_err(TL_ERR_NOMEM, "sampler: out of memory");
     }
+    if (q.n_logit_bias) memcpy(s->bias, q.logit_bias, (size_t)q.n_logit_bias * sizeof *s->bias);
+    s->p.logit_bias = s->bias;
     tl_sampler_reset(s);
     *out = s;
     return TL_OK;
@@ -67,17 +93,31 @@ void tl_sampler_free(tl_sampler *s) {
     free(s->cand);
     free(s->prob);
     free(s->recent);
+    free(s->count);
+    free(s->bias);
     free(s);
 }
 
 void tl_sampler_reset(tl_sampler *s) {
+    for (int32_t r = 0; r < s->n_recent; r++) s->count[s->recent[r]] = 0;
     s->n_recent = 0;
     s->recent_head = 0;
     s->rng = s->p.seed;
+    if (s->grammar) tl_grammar_reset(s->grammar);
+}
+
+tl_status tl_sampler_set_grammar(tl_sampler *s, tl_grammar *g) {
+    s->grammar = g;
+    return TL_OK;
 }
 
 void tl_sampler_accept(tl_sampler *s, int32_t tok) {
-    if (s->p.repeat_last_n == 0) return;
+    /* a token the grammar refuses leaves it as it was; the next sample then
+     * sees the same mask */
+    if (s->grammar) (void)tl_grammar_accept(s->grammar, tok);
+    if (s->p.repeat_last_n == 0 || tok < 0 || tok >= s->n_vocab) return;
+    if (s->n_recent == s->p.repeat_last_n) s->count[s->recent[s->recent_head]]--; /* evicted */
+    s->count[tok]++;
     s->recent[s->recent_head] = tok;
     s->recent_head = (s->recent_head + 1) % s->p.repeat_last_n;
     if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
@@ -115,6 +155,23 @@ static void smp_select(smp_cand *c, int32_t n, int32_t k) {
         else if (k >= i) lo = i;
         else break;
     }
+}
+
+/* Each distinct token of the window is penalised once, with count[t] its
+ * occurrences; a processed token's count is negated as a mark, then restored. */
+static void smp_penalize(tl_sampler *s) {
+    const tl_sampler_params *p = &s->p;
+    if (p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f) return;
+    for (int32_t r = 0; r < s->n_recent; r++) {
+        int32_t t = s->recent[r];
+        if (s->count[t] < 0) continue;
+        float *l = &s->cand[t].logit;
+        if (p->repeat_penalty != 1.0f) *l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+        *l -= p->frequency_penalty * (float)s->count[t] + p->presence_penalty;
+        s->count[t] = -s->count[t];
+    }
+    for (int32_t r = 0; r < s->n_recent; r++)
+        if (s->count[s->recent[r]] < 0) s->count[s->recent[r]] = -s->count[s->recent[r]];
 }
 
 #define SMP_PREFIX 256
@@ -157,23 +214,26 @@ int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
         s->cand[i].id = i;
         s->cand[i].logit = logits[i];
     }
-    if (p->repeat_penalty != 1.0f) {
-        /* each distinct recent token is penalised once */
-        for (int32_t r = 0; r < s->n_recent; r++) {
-            int32_t t = s->recent[r];
-            if (t < 0 || t >= n) continue;
-            bool dup = false;
-            for (int32_t q = 0; q < r; q++) dup |= s->recent[q] == t;
-            if (dup) continue;
-            float *l = &s->cand[t].logit;
-            *l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+    for (int32_t i = 0; i < p->n_logit_bias; i++) s->cand[p->logit_bias[i].token].logit += p->logit_bias[i].bias;
+    smp_penalize(s);
+    if (s->grammar) {
+        /* keep only the tokens the grammar allows, in id order */
+        const uint32_t *w;
+        if (tl_grammar_mask(s->grammar, &w)) return -1;
+        int32_t m = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (w[i >> 5] >> (i & 31) & 1) s->cand[m++] = s->cand[i];
+        if (!m) {
+            tl_err(TL_ERR_STATE, "sampler: the grammar allows no token here (dead end)");
+            return -1;
         }
+        n = m;
     }
     if (p->temp <= 0.0f) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++)
             if (s->cand[i].logit > s->cand[best].logit) best = i;
-        return best;
+        return s->cand[best].id;
     }
     if (p->top_k > 0 && p->top_k < n) {
         smp_select(s->cand, n, p->top_k);
