@@ -36,7 +36,7 @@ static bool js_in(const char *const *list, const char *k) {
 
 tl_status js_fail(js_ctx *c, tl_status s, const char *path, const char *what, const char *arg) {
     (void)c;
-    return tl_err(s, "json schema: at '%s': %s%s%s%s", path[0] ? path : "#", what, arg ? " '" : "", arg ? arg : "",
+    return tl_err(s, "json schema: at '%s%s': %s%s%s%s", path[0] == '#' ? "" : "#", path, what, arg ? " '" : "", arg ? arg : "",
                   arg ? "'" : "");
 }
 
@@ -208,6 +208,16 @@ static tl_status js_body(js_ctx *c, const cJSON *s, const char *path, js_buf *b)
     const cJSON *all = cJSON_GetObjectItem(s, "allOf"), *type = cJSON_GetObjectItem(s, "type");
     const cJSON *nul = cJSON_GetObjectItem(s, "nullable");
     bool nullable = nul && cJSON_IsTrue(nul);
+    /* a keyword that picks the value's form takes the whole schema: any
+     * other constraint beside it would be dropped, so it is an error */
+    const cJSON *lead = ref ? ref : cn ? cn : en ? en : any ? any : one ? one : all;
+    if (lead && lead != en && lead != cn) {
+        for (const cJSON *k = s->child; k; k = k->next)
+            if (k != lead && !js_in(js_annotations, k->string) && strcmp(k->string, "nullable") &&
+                !(lead == all && (!strcmp(k->string, "type") || !strcmp(k->string, "properties") ||
+                                  !strcmp(k->string, "required") || !strcmp(k->string, "additionalProperties"))))
+                return js_fail(c, TL_ERR_UNSUPPORTED, path, "keyword beside $ref/anyOf/oneOf/allOf:", k->string);
+    }
     if (nullable) jb_str(b, "(\"null\" | ");
     if (ref) {
         int r = 0;
