@@ -400,6 +400,22 @@ const char *tl_grammar_json_gbnf(void);
  * and where it is. Objects follow the schema's property order. */
 tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out);
 
+/* ---- stop strings -------------------------------------------------------
+ * Streamed text is held back while its end could still become a stop
+ * string, so what tl_stop_push releases never contains part of one. */
+typedef struct tl_stop tl_stop;
+/* n strings (none empty, at most 256 of at most 4096 bytes); n = 0 stops
+ * nothing and holds nothing back. */
+tl_status tl_stop_init(const char *const *strs, int32_t n, tl_stop **out);
+void tl_stop_free(tl_stop *s);
+void tl_stop_reset(tl_stop *s);
+/* Feed text; *out / *n_out: the bytes now safe to emit (valid until the
+ * next call on s). *stopped: a stop string matched (the bytes before it
+ * were released; further pushes release nothing). */
+tl_status tl_stop_push(tl_stop *s, const char *text, size_t len, const char **out, size_t *n_out, bool *stopped);
+/* At the end of generation: the bytes still held (a partial match). */
+tl_status tl_stop_flush(tl_stop *s, const char **out, size_t *n_out);
+
 /* ---- sampling ------------------------------------------------------------ */
 
 typedef struct tl_sampler tl_sampler;
