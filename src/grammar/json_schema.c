@@ -311,7 +311,7 @@ tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out) {
     int r = 0;
     tl_status st = js_gen(&c, root, "", &r);
     if (!st) {
-        jb_fmt(&c.out, "root ::= ws r%d ws\n", r);
+        jb_fmt(&c.out, "root ::= r%d\n", r);
         jb_str(&c.out, js_prelude);
         if (c.out.oom) st = tl_err(TL_ERR_NOMEM, "json schema: out of memory");
     }
