@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
         size_t g_len = glen;
         if (per_schema) {
             char *sch = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "schema"));
-            if (tl_json_schema_to_gbnf(sch, strlen(sch), &gtext)) {
+            if (tl_json_schema_to_gbnf(sch, strlen(sch), NULL, &gtext)) {
                 n_skip++;
                 free(sch);
                 free(doc);

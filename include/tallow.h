@@ -398,7 +398,15 @@ const char *tl_grammar_json_gbnf(void);
  * minimum / maximum / exclusive bounds, number minimum 0, nullable.
  * Annotations are ignored; any other keyword is TL_ERR_UNSUPPORTED naming it
  * and where it is. Objects follow the schema's property order. */
-tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out);
+typedef struct tl_json_schema_params {
+    /* Where an object schema does not say additionalProperties: true lets
+     * the grammar produce members beyond the listed ones (JSON Schema's
+     * meaning, which a model can loop in); false (the default) produces
+     * only the listed ones, which is still valid under the schema. */
+    bool extra_properties;
+} tl_json_schema_params;
+tl_json_schema_params tl_json_schema_default_params(void);
+tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, const tl_json_schema_params *params, char **out);
 
 /* ---- stop strings -------------------------------------------------------
  * Streamed text is held back while its end could still become a stop

@@ -227,7 +227,7 @@ static void test_schema_errors(void) {
     };
     for (size_t i = 0; i < sizeof s / sizeof *s; i++) {
         char *out = NULL;
-        tl_status st = tl_json_schema_to_gbnf(s[i][0], strlen(s[i][0]), &out);
+        tl_status st = tl_json_schema_to_gbnf(s[i][0], strlen(s[i][0]), NULL, &out);
         CHECK(st != TL_OK && !out, "schema %zu refused", i);
         CHECK(strstr(tl_last_error(), s[i][1]), "schema %zu message '%s' has '%s'", i, tl_last_error(), s[i][1]);
         free(out);
@@ -254,7 +254,10 @@ static void test_corpus(tl_grammar_vocab *v, const char *dir) {
         if (!j) continue;
         char *sch = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "schema"));
         char *gb = NULL;
-        tl_status st = tl_json_schema_to_gbnf(sch, strlen(sch), &gb);
+        /* JSON Schema's own meaning: unlisted members allowed unless forbidden */
+        tl_json_schema_params jp = tl_json_schema_default_params();
+        jp.extra_properties = true;
+        tl_status st = tl_json_schema_to_gbnf(sch, strlen(sch), &jp, &gb);
         CHECK(st == TL_OK, "%s converts: %s", e->d_name, tl_last_error());
         tl_grammar *g = NULL;
         if (!st) {

@@ -52,7 +52,7 @@ bool args_grammar_load(args_grammar *ag, const tl_model *m, const char *cmd) {
         if (ag->grammar_file) {
             ag->gbnf = text;
         } else {
-            tl_status s = tl_json_schema_to_gbnf(text, len, &ag->gbnf);
+            tl_status s = tl_json_schema_to_gbnf(text, len, NULL, &ag->gbnf);
             free(text);
             if (s) {
                 fprintf(stderr, "tallow %s: %s: %s\n", cmd, path, tl_last_error());

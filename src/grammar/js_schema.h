@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/status.h"
+#include "tallow.h"
 #include "grammar/js_buf.h"
 
 #define JS_MAX_REFS 4096
@@ -25,6 +26,7 @@ typedef struct js_ctx {
     cJSON *keep[JS_MAX_KEEP]; /* merged allOf schemas */
     int n_keep;
     int depth;
+    tl_json_schema_params p;
 } js_ctx;
 
 tl_status js_fail(js_ctx *c, tl_status s, const char *path, const char *what, const char *arg);

@@ -259,13 +259,14 @@ tl_status js_object(js_ctx *c, const cJSON *s, const char *path, js_buf *b) {
     for (const cJSON *p = props ? props->child : NULL; p; p = p->next)
         if (strlen(p->string) < 1000) names[nn++] = p->string;
     int key = -1;
-    if (!addl || !cJSON_IsFalse(addl)) {
+    bool extras = addl ? !cJSON_IsFalse(addl) : c->p.extra_properties;
+    if (extras) {
         int inner = js_not_names(c, names, nn, "", 0);
         key = c->n_rules++;
         jb_fmt(&c->out, "r%d ::= \"\\\"\" r%d \"\\\"\"\n", key, inner);
     }
     free(names);
-    if (!addl || cJSON_IsTrue(addl)) jb_fmt(&extra, "r%d \":\" ws value ws", key);
+    if (extras && (!addl || cJSON_IsTrue(addl))) jb_fmt(&extra, "r%d \":\" ws value ws", key);
     else if (cJSON_IsObject(addl)) {
         char sub[512];
         snprintf(sub, sizeof sub, "%s/additionalProperties", path);
@@ -276,7 +277,7 @@ tl_status js_object(js_ctx *c, const cJSON *s, const char *path, js_buf *b) {
             return st;
         }
         jb_fmt(&extra, "r%d \":\" ws r%d ws", key, r);
-    } else if (!cJSON_IsFalse(addl)) {
+    } else if (addl && !cJSON_IsFalse(addl)) {
         return js_fail(c, TL_ERR_FORMAT, path, "additionalProperties must be a boolean or a schema", NULL);
     }
     /* kv expressions and required flags in property order */

@@ -294,7 +294,13 @@ static const char js_prelude[] =
     "int    ::= \"-\"? ( \"0\" | [1-9] [0-9]* )\n"
     "ws     ::= [ \\t\\n\\r]{0,20}\n";
 
-tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out) {
+tl_json_schema_params tl_json_schema_default_params(void) {
+    tl_json_schema_params p;
+    p.extra_properties = false;
+    return p;
+}
+
+tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, const tl_json_schema_params *params, char **out) {
     *out = NULL;
     if (!schema) return tl_err(TL_ERR_INVALID, "json schema: NULL text");
     const char *end = NULL;
@@ -308,6 +314,7 @@ tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out) {
     js_ctx c;
     memset(&c, 0, sizeof c);
     c.root = root;
+    c.p = params ? *params : tl_json_schema_default_params();
     int r = 0;
     tl_status st = js_gen(&c, root, "", &r);
     if (!st) {
