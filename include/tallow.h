@@ -408,6 +408,27 @@ typedef struct tl_json_schema_params {
 tl_json_schema_params tl_json_schema_default_params(void);
 tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, const tl_json_schema_params *params, char **out);
 
+/* ---- tool calls -----------------------------------------------------------
+ * A grammar for an OpenAI `tools` array in a model family's own tool-call
+ * syntax, and the parser of generated text back into OpenAI tool_calls:
+ *   HERMES  (Qwen3, Hermes): <tool_call>{"name": N, "arguments": {...}}</tool_call>, repeatable
+ *   LLAMA3  (Llama 3.1): [<|python_tag|>] {"name": N, "parameters": {...}}
+ *   MISTRAL: [TOOL_CALLS][{"name": N, "arguments": {...}}, ...] */
+typedef enum tl_tool_format { TL_TOOLS_HERMES = 0, TL_TOOLS_LLAMA3 = 1, TL_TOOLS_MISTRAL = 2 } tl_tool_format;
+typedef enum tl_tool_choice { TL_TOOL_AUTO = 0, TL_TOOL_NONE = 1, TL_TOOL_REQUIRED = 2, TL_TOOL_NAMED = 3 } tl_tool_choice;
+/* *gbnf (malloc'd; NULL for TL_TOOL_NONE) constrains the calls; arguments
+ * follow each function's "parameters" JSON Schema. For TL_TOOL_AUTO
+ * *triggers / *n_triggers are the texts that open a call: pass them to
+ * tl_grammar_set_triggers so the model may also answer in prose (static
+ * strings, do not free). name: the function for TL_TOOL_NAMED. */
+tl_status tl_tool_grammar(tl_tool_format fmt, const char *tools_json, size_t len, tl_tool_choice choice,
+                          const char *name, char **gbnf, const char *const **triggers, int32_t *n_triggers);
+/* Split generated text into *content (the prose, calls removed) and
+ * *calls_json (a JSON array of {"id", "type": "function", "function":
+ * {"name", "arguments": "<JSON text>"}}, "[]" when none); both malloc'd.
+ * Text that looks like a call but does not parse stays in the content. */
+tl_status tl_tool_parse(tl_tool_format fmt, const char *text, size_t len, char **content, char **calls_json);
+
 /* ---- stop strings -------------------------------------------------------
  * Streamed text is held back while its end could still become a stop
  * string, so what tl_stop_push releases never contains part of one. */

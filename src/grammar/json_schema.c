@@ -300,6 +300,26 @@ tl_json_schema_params tl_json_schema_default_params(void) {
     return p;
 }
 
+tl_status js_schema_rules(const cJSON *schema, const tl_json_schema_params *params, int *next_rule, js_buf *out,
+                          int *root_rule) {
+    js_ctx *c = calloc(1, sizeof *c);
+    if (!c) return tl_err(TL_ERR_NOMEM, "json schema: out of memory");
+    c->root = schema;
+    c->p = params ? *params : tl_json_schema_default_params();
+    c->n_rules = *next_rule;
+    c->out = *out;
+    tl_status st = js_gen(c, schema, "", root_rule);
+    if (!st && c->out.oom) st = tl_err(TL_ERR_NOMEM, "json schema: out of memory");
+    *out = c->out;
+    *next_rule = c->n_rules;
+    for (int i = 0; i < c->n_refs; i++) free(c->refs[i].ref);
+    for (int i = 0; i < c->n_keep; i++) cJSON_Delete(c->keep[i]);
+    free(c);
+    return st;
+}
+
+const char *js_prelude_gbnf(void) { return js_prelude; }
+
 tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, const tl_json_schema_params *params, char **out) {
     *out = NULL;
     if (!schema) return tl_err(TL_ERR_INVALID, "json schema: NULL text");
@@ -311,24 +331,19 @@ tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, const tl_json_s
         for (size_t i = 0; i < at && i < len; i++) schema[i] == '\n' ? (line++, col = 1) : col++;
         return tl_err(TL_ERR_FORMAT, "json schema: line %d, column %d: invalid JSON", line, col);
     }
-    js_ctx c;
-    memset(&c, 0, sizeof c);
-    c.root = root;
-    c.p = params ? *params : tl_json_schema_default_params();
-    int r = 0;
-    tl_status st = js_gen(&c, root, "", &r);
+    js_buf b = {0};
+    int next = 0, r = 0;
+    tl_status st = js_schema_rules(root, params, &next, &b, &r);
     if (!st) {
-        jb_fmt(&c.out, "root ::= r%d\n", r);
-        jb_str(&c.out, js_prelude);
-        if (c.out.oom) st = tl_err(TL_ERR_NOMEM, "json schema: out of memory");
+        jb_fmt(&b, "root ::= r%d\n", r);
+        jb_str(&b, js_prelude);
+        if (b.oom) st = tl_err(TL_ERR_NOMEM, "json schema: out of memory");
     }
-    for (int i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
-    for (int i = 0; i < c.n_keep; i++) cJSON_Delete(c.keep[i]);
     cJSON_Delete(root);
     if (st) {
-        free(c.out.s);
+        free(b.s);
         return st;
     }
-    *out = c.out.s;
+    *out = b.s;
     return TL_OK;
 }
