@@ -323,6 +323,8 @@ const char *js_prelude_gbnf(void) { return js_prelude; }
 tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, const tl_json_schema_params *params, char **out) {
     *out = NULL;
     if (!schema) return tl_err(TL_ERR_INVALID, "json schema: NULL text");
+    size_t bad = jb_utf8_bad(schema, len);
+    if (bad != SIZE_MAX) return tl_err(TL_ERR_FORMAT, "json schema: invalid UTF-8 at byte %zu", bad);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
     if (!root) {

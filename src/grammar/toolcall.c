@@ -68,6 +68,7 @@ tl_status tl_tool_grammar(tl_tool_format fmt, const char *tools_json, size_t len
     if ((unsigned)fmt > TL_TOOLS_MISTRAL) return tl_err(TL_ERR_INVALID, "tools: unknown format %d", (int)fmt);
     if (choice == TL_TOOL_NONE) return TL_OK;
     if (choice == TL_TOOL_NAMED && (!name || !name[0])) return tl_err(TL_ERR_INVALID, "tools: tool_choice names no function");
+    if (!tools_json || jb_utf8_bad(tools_json, len) != SIZE_MAX) return tc_err("tools is not valid UTF-8 text", NULL);
     cJSON *tools = cJSON_ParseWithLength(tools_json, len);
     if (!tools || !cJSON_IsArray(tools)) {
         cJSON_Delete(tools);
