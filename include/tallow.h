@@ -469,6 +469,25 @@ typedef struct tl_sampler_params {
     const tl_logit_bias *logit_bias; /* [n_logit_bias], copied by tl_sampler_init */
     int32_t n_logit_bias;
     uint64_t seed;
+    /* The stages below have llama.cpp's meanings; any of them on (or a
+     * samplers order) runs the configurable chain (llm/sampler_chain.c). */
+    float typical_p;            /* locally typical sampling; >= 1: off */
+    float top_n_sigma;          /* keep logits >= max - n * stddev; <= 0: off */
+    float xtc_probability;      /* XTC: chance to drop the top tokens; 0: off */
+    float xtc_threshold;        /* XTC: tokens with p >= this are "top" (0.1) */
+    float dry_multiplier;       /* DRY repeat penalty; 0: off */
+    float dry_base;             /* DRY: penalty grows as base^(length - allowed) (1.75) */
+    int32_t dry_allowed_length; /* DRY: repeats this long are free (2) */
+    int32_t dry_last_n;         /* DRY: tokens of history searched (1024) */
+    const int32_t *dry_breakers; /* [n_dry_breakers] tokens a repeat never crosses (copied) */
+    int32_t n_dry_breakers;
+    int32_t mirostat;           /* 0: off, 1 or 2: Mirostat v1 / v2 (instead of the cuts) */
+    float mirostat_tau;         /* target surprise (5.0) */
+    float mirostat_eta;         /* learning rate (0.1) */
+    /* Stage order, ';'-separated llama.cpp names: penalties, dry, top_n_sigma,
+     * top_k, typ_p, top_p, min_p, xtc, temperature (penalties first if at
+     * all). NULL: that order. Copied by tl_sampler_init. */
+    const char *samplers;
 } tl_sampler_params;
 
 tl_sampler_params tl_sampler_default_params(void);
