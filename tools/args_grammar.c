@@ -23,11 +23,50 @@ bool args_grammar_flag(int argc, char **argv, int *i, args_grammar *ag, bool *ok
         } else if (*ok) {
             ag->stops[ag->n_stops++] = s;
         }
+    } else if (!strcmp(a, "--dry-sequence-breaker")) {
+        const char *s;
+        *ok = args_str(argc, argv, i, &s);
+        if (*ok && (ag->n_breakers == ARGS_MAX_STOPS || !*s)) {
+            fprintf(stderr, "tallow: --dry-sequence-breaker needs a non-empty string (at most %d)\n", ARGS_MAX_STOPS);
+            *ok = false;
+        } else if (*ok) {
+            ag->breakers[ag->n_breakers++] = s;
+        }
     } else return false;
     return true;
 }
 
-bool args_grammar_load(args_grammar *ag, const tl_model *m, const char *cmd) {
+/* The tokens whose text contains a breaker string (llama.cpp's defaults
+ * when none were given). */
+static bool args_breakers(args_grammar *ag, const tl_model *m, tl_sampler_params *sp) {
+    static const char *const defaults[] = {"\n", ":", "\"", "*"};
+    const char *const *b = ag->n_breakers ? ag->breakers : defaults;
+    int nb = ag->n_breakers ? ag->n_breakers : 4;
+    tl_model_info info;
+    tl_model_get_info(m, &info);
+    ag->breaker_ids = malloc(((size_t)info.n_vocab + 1) * sizeof *ag->breaker_ids);
+    if (!ag->breaker_ids) return false;
+    int32_t n = 0;
+    for (int32_t t = 0; t < info.n_vocab; t++) {
+        size_t len;
+        const char *txt = tl_token_text(m, t, &len);
+        bool hit = false;
+        for (int k = 0; k < nb && txt && !hit; k++) {
+            size_t l = strlen(b[k]);
+            for (size_t i = 0; i + l <= len && !hit; i++) hit = !memcmp(txt + i, b[k], l);
+        }
+        if (hit) ag->breaker_ids[n++] = t;
+    }
+    sp->dry_breakers = ag->breaker_ids;
+    sp->n_dry_breakers = n;
+    return true;
+}
+
+bool args_grammar_load(args_grammar *ag, const tl_model *m, tl_sampler_params *sp, const char *cmd) {
+    if (sp->dry_multiplier > 0 && !args_breakers(ag, m, sp)) {
+        fprintf(stderr, "tallow %s: out of memory\n", cmd);
+        return false;
+    }
     if (tl_stop_init(ag->stops, ag->n_stops, &ag->stop)) {
         fprintf(stderr, "tallow %s: %s\n", cmd, tl_last_error());
         return false;
@@ -75,5 +114,7 @@ void args_grammar_free(args_grammar *ag) {
     tl_grammar_vocab_free(ag->vocab);
     tl_stop_free(ag->stop);
     free(ag->gbnf);
+    free(ag->breaker_ids);
+    ag->breaker_ids = NULL;
     ag->grammar = NULL, ag->vocab = NULL, ag->stop = NULL, ag->gbnf = NULL;
 }

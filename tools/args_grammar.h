@@ -18,6 +18,10 @@ typedef struct args_grammar {
     tl_grammar_vocab *vocab;
     tl_grammar *grammar;   /* NULL without a grammar flag */
     tl_stop *stop;         /* always made (no strings: releases everything) */
+    /* DRY's sequence breakers: strings, and the tokens whose text holds one */
+    const char *breakers[ARGS_MAX_STOPS];
+    int n_breakers;
+    int32_t *breaker_ids;
 } args_grammar;
 
 #define ARGS_GRAMMAR_USAGE                                                                    \
@@ -28,8 +32,9 @@ typedef struct args_grammar {
 
 /* True if argv[*i] is one of the flags (*ok: its value was good). */
 bool args_grammar_flag(int argc, char **argv, int *i, args_grammar *ag, bool *ok);
-/* Read / convert / compile what the flags ask for; prints errors with cmd. */
-bool args_grammar_load(args_grammar *ag, const tl_model *m, const char *cmd);
+/* Read / convert / compile what the flags ask for; prints errors with cmd.
+ * Also sets sp's DRY breaker tokens when DRY is on. */
+bool args_grammar_load(args_grammar *ag, const tl_model *m, tl_sampler_params *sp, const char *cmd);
 void args_grammar_free(args_grammar *ag);
 
 #endif

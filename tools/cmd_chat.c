@@ -46,6 +46,7 @@ static void chat_usage(FILE *f) {
             "  --frequency-penalty X --repeat-last-n N --seed N\n"
             "  --device cpu|cuda   backend (default cpu)\n"
             "  --stats             after each reply print tokens prefilled/reused and speed to stderr\n"
+            ARGS_SAMPLER_USAGE
             ARGS_GRAMMAR_USAGE
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n"
@@ -215,9 +216,9 @@ int cmd_chat(int argc, char **argv) {
     if (!args_lora_load(&la, m, "chat") || !args_lora_attach(&la, s, "chat")) goto out;
     tl_model_info info;
     tl_model_get_info(m, &info);
+    if (!args_grammar_load(&ag, m, &smp, "chat")) goto out;
     if ((st = tl_sampler_init(&smp, info.n_vocab, &sampler))) goto fail;
     if ((st = tl_detok_init(m, &dt))) goto fail;
-    if (!args_grammar_load(&ag, m, "chat")) goto out;
     if (!tmpl && !tl_model_chat_template(m)) {
         fprintf(stderr, "tallow chat: the model has no chat template; using ChatML (--template FILE to choose)\n");
         tmpl = chat_chatml;

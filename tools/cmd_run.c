@@ -28,6 +28,7 @@ static void run_usage(FILE *f) {
             "  --ignore-eos        keep generating past end-of-generation tokens\n"
             "  --no-special        do not parse special-token text in the prompt\n"
             "  --device cpu|cuda   backend (default cpu); -ngl N is accepted as --device cuda\n"
+            ARGS_SAMPLER_USAGE
             ARGS_GRAMMAR_USAGE
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n");
@@ -103,9 +104,9 @@ int cmd_run(int argc, char **argv) {
     if (!args_lora_load(&la, m, "run") || !args_lora_attach(&la, s, "run")) goto out;
     tl_model_info info;
     tl_model_get_info(m, &info);
+    if (!args_grammar_load(&ag, m, &smp, "run")) goto out;
     if ((st = tl_sampler_init(&smp, info.n_vocab, &sampler))) goto fail;
     if ((st = tl_detok_init(m, &dt))) goto fail;
-    if (!args_grammar_load(&ag, m, "run")) goto out;
 
     int32_t n_ctx = tl_session_n_ctx(s), n_prompt = 0;
     toks = malloc((size_t)n_ctx * sizeof *toks);

@@ -233,6 +233,28 @@ static int32_t smp_xtc(tl_sampler *s, int32_t n) {
     return n - m + 1;
 }
 
+/* Move the k largest candidates to the front (unordered), 0 < k < n; ties
+ * broken by id as in the sort, so the kept set is the sort's. */
+static void smp_top_k(smp_cand *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        smp_cand pv = c[lo + (hi - lo) / 2];
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (smp_by_logit(&c[i], &pv) < 0) i++;
+            while (smp_by_logit(&c[j], &pv) > 0) j--;
+            if (i <= j) {
+                smp_cand t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break;
+    }
+}
+
 /* Draw from softmax(cand[0..n)); *p_out its probability. */
 static int32_t smp_draw(tl_sampler *s, int32_t n, float *p_out) {
     smp_softmax(s, n);
@@ -302,7 +324,7 @@ int32_t smp_chain_sample(tl_sampler *s, int32_t n) {
         case SMP_TOP_N_SIGMA: if (p->top_n_sigma > 0) n = smp_top_n_sigma(s, n); break;
         case SMP_TOP_K:
             if (p->top_k > 0 && p->top_k < n) {
-                qsort(s->cand, (size_t)n, sizeof *s->cand, smp_by_logit);
+                smp_top_k(s->cand, n, p->top_k);
                 n = p->top_k;
             }
             break;
