@@ -41,6 +41,29 @@ typedef enum tl_status {
 const char *tl_last_error(void);
 const char *tl_status_str(tl_status s);
 
+/* ---- CPU kernels --------------------------------------------------------- */
+
+/* The CPU backend's kernels come in sets by instruction set. AUTO (the
+ * default) picks the best set this CPU runs, found with cpuid at first
+ * use: AVX512 (AVX-512 F/BW/VL/VNNI; its BF16 weight dots also need
+ * AVX512_BF16), else AVX2 (AVX2 + FMA + F16C), else SCALAR (the portable
+ * reference kernels, which every other set is tested against). Choosing a
+ * lower set is for comparing them; the choice is process-wide, so make it
+ * before loading models or between calls, never while one runs. */
+typedef enum tl_cpu_kernels {
+    TL_CPU_KERNELS_AUTO = 0,
+    TL_CPU_KERNELS_SCALAR = 1,
+    TL_CPU_KERNELS_AVX2 = 2,
+    TL_CPU_KERNELS_AVX512 = 3
+} tl_cpu_kernels;
+
+/* TL_ERR_UNSUPPORTED (and no change) if this CPU lacks the set's ISA. */
+tl_status tl_cpu_set_kernels(tl_cpu_kernels k);
+/* The set that runs now: "scalar", "avx2" or "avx512". */
+const char *tl_cpu_kernel_set(void);
+/* "auto", "scalar", "avx2", "avx512" -> the enum (TL_ERR_INVALID otherwise). */
+tl_status tl_cpu_kernels_parse(const char *name, tl_cpu_kernels *out);
+
 /* ---- models ------------------------------------------------------------ */
 
 typedef struct tl_model tl_model;
@@ -75,6 +98,9 @@ void tl_model_free(tl_model *m);
 void tl_model_get_info(const tl_model *m, tl_model_info *out);
 /* The model's chat template (tokenizer.chat_template), or NULL if it has none. */
 const char *tl_model_chat_template(const tl_model *m);
+/* An integer metadata value of the model's file (e.g. "llama.pooling_type");
+ * TL_ERR_NOT_FOUND if absent, TL_ERR_FORMAT if not an integer. */
+tl_status tl_model_meta_int(const tl_model *m, const char *key, int64_t *out);
 
 /* ---- CUDA tuning -----------------------------------------------------------
  * How the CUDA backend's kernels split their work. tl_model_load copies it

@@ -5,7 +5,7 @@
 # still proceeds with what is there and tests that need a missing package
 # skip with a printed reason.
 set -u
-APT_PKGS="build-essential cmake pkg-config libpcre2-dev libutf8proc-dev libcjson-dev python3 python3-pip unzip tmux clang libclang-rt-14-dev"
+APT_PKGS="build-essential cmake pkg-config libpcre2-dev libutf8proc-dev libcjson-dev libmicrohttpd-dev python3 python3-pip unzip tmux clang libclang-rt-14-dev"
 PIP_PKGS="numpy gguf tokenizers jinja2"
 
 missing_apt=""

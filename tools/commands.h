@@ -22,5 +22,6 @@ int cmd_quantize(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_lora(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@ static const tool_cmd tool_cmds[] = {
     {"quantize", cmd_quantize, "rewrite a GGUF model in another tensor type (q8_0, q4_k_m, ...)"},
     {"convert", cmd_convert, "convert a Hugging Face checkpoint (safetensors) to GGUF"},
     {"finetune", cmd_finetune, "train a LoRA adapter on a GGUF model (base frozen), written as a GGUF adapter"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching"},
     {"lora", cmd_lora, "merge LoRA adapters into a model (lora merge), or check them (lora info)"},
 };
 

@@ -19,6 +19,11 @@ const char *tl_token_text(const tl_model *m, int32_t tok, size_t *len) { return 
 
 const char *tl_model_chat_template(const tl_model *m) { return m->chat_template; }
 
+tl_status tl_model_meta_int(const tl_model *m, const char *key, int64_t *out) {
+    if (!m || !key || !out) return tl_err(TL_ERR_INVALID, "tl_model_meta_int: NULL argument");
+    return gguf_get_int(m->gguf, key, out);
+}
+
 struct tl_detok {
     tok_detok *d;
 };
