@@ -424,7 +424,52 @@ const char *tl_grammar_json_gbnf(void);
  * minimum / maximum / exclusive bounds, number minimum 0, nullable.
  * Annotations are ignored; any other keyword is TL_ERR_UNSUPPORTED naming it
  * and where it is. Objects follow the schema's property order. */
-tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out);
+typedef struct tl_json_schema_params {
+    /* Where an object schema does not say additionalProperties: true lets
+     * the grammar produce members beyond the listed ones (JSON Schema's
+     * meaning, which a model can loop in); false (the default) produces
+     * only the listed ones, which is still valid under the schema. */
+    bool extra_properties;
+} tl_json_schema_params;
+tl_json_schema_params tl_json_schema_default_params(void);
+tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, const tl_json_schema_params *params, char **out);
+
+/* ---- tool calls -----------------------------------------------------------
+ * A grammar for an OpenAI `tools` array in a model family's own tool-call
+ * syntax, and the parser of generated text back into OpenAI tool_calls:
+ *   HERMES  (Qwen3, Hermes): <tool_call>{"name": N, "arguments": {...}}</tool_call>, repeatable
+ *   LLAMA3  (Llama 3.1): [<|python_tag|>] {"name": N, "parameters": {...}}
+ *   MISTRAL: [TOOL_CALLS][{"name": N, "arguments": {...}}, ...] */
+typedef enum tl_tool_format { TL_TOOLS_HERMES = 0, TL_TOOLS_LLAMA3 = 1, TL_TOOLS_MISTRAL = 2 } tl_tool_format;
+typedef enum tl_tool_choice { TL_TOOL_AUTO = 0, TL_TOOL_NONE = 1, TL_TOOL_REQUIRED = 2, TL_TOOL_NAMED = 3 } tl_tool_choice;
+/* *gbnf (malloc'd; NULL for TL_TOOL_NONE) constrains the calls; arguments
+ * follow each function's "parameters" JSON Schema. For TL_TOOL_AUTO
+ * *triggers / *n_triggers are the texts that open a call: pass them to
+ * tl_grammar_set_triggers so the model may also answer in prose (static
+ * strings, do not free). name: the function for TL_TOOL_NAMED. */
+tl_status tl_tool_grammar(tl_tool_format fmt, const char *tools_json, size_t len, tl_tool_choice choice,
+                          const char *name, char **gbnf, const char *const **triggers, int32_t *n_triggers);
+/* Split generated text into *content (the prose, calls removed) and
+ * *calls_json (a JSON array of {"id", "type": "function", "function":
+ * {"name", "arguments": "<JSON text>"}}, "[]" when none); both malloc'd.
+ * Text that looks like a call but does not parse stays in the content. */
+tl_status tl_tool_parse(tl_tool_format fmt, const char *text, size_t len, char **content, char **calls_json);
+
+/* ---- stop strings -------------------------------------------------------
+ * Streamed text is held back while its end could still become a stop
+ * string, so what tl_stop_push releases never contains part of one. */
+typedef struct tl_stop tl_stop;
+/* n strings (none empty, at most 256 of at most 4096 bytes); n = 0 stops
+ * nothing and holds nothing back. */
+tl_status tl_stop_init(const char *const *strs, int32_t n, tl_stop **out);
+void tl_stop_free(tl_stop *s);
+void tl_stop_reset(tl_stop *s);
+/* Feed text; *out / *n_out: the bytes now safe to emit (valid until the
+ * next call on s). *stopped: a stop string matched (the bytes before it
+ * were released; further pushes release nothing). */
+tl_status tl_stop_push(tl_stop *s, const char *text, size_t len, const char **out, size_t *n_out, bool *stopped);
+/* At the end of generation: the bytes still held (a partial match). */
+tl_status tl_stop_flush(tl_stop *s, const char **out, size_t *n_out);
 
 /* ---- sampling ------------------------------------------------------------ */
 
@@ -450,6 +495,25 @@ typedef struct tl_sampler_params {
     const tl_logit_bias *logit_bias; /* [n_logit_bias], copied by tl_sampler_init */
     int32_t n_logit_bias;
     uint64_t seed;
+    /* The stages below have llama.cpp's meanings; any of them on (or a
+     * samplers order) runs the configurable chain (llm/sampler_chain.c). */
+    float typical_p;            /* locally typical sampling; >= 1: off */
+    float top_n_sigma;          /* keep logits >= max - n * stddev; <= 0: off */
+    float xtc_probability;      /* XTC: chance to drop the top tokens; 0: off */
+    float xtc_threshold;        /* XTC: tokens with p >= this are "top" (0.1) */
+    float dry_multiplier;       /* DRY repeat penalty; 0: off */
+    float dry_base;             /* DRY: penalty grows as base^(length - allowed) (1.75) */
+    int32_t dry_allowed_length; /* DRY: repeats this long are free (2) */
+    int32_t dry_last_n;         /* DRY: tokens of history searched (1024) */
+    const int32_t *dry_breakers; /* [n_dry_breakers] tokens a repeat never crosses (copied) */
+    int32_t n_dry_breakers;
+    int32_t mirostat;           /* 0: off, 1 or 2: Mirostat v1 / v2 (instead of the cuts) */
+    float mirostat_tau;         /* target surprise (5.0) */
+    float mirostat_eta;         /* learning rate (0.1) */
+    /* Stage order, ';'-separated llama.cpp names: penalties, dry, top_n_sigma,
+     * top_k, typ_p, top_p, min_p, xtc, temperature (penalties first if at
+     * all). NULL: that order. Copied by tl_sampler_init. */
+    const char *samplers;
 } tl_sampler_params;
 
 tl_sampler_params tl_sampler_default_params(void);

@@ -147,6 +147,18 @@ bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, boo
     else if (!strcmp(a, "--frequency-penalty")) *ok = args_float(argc, argv, i, -2, 2, &sp->frequency_penalty);
     else if (!strcmp(a, "--repeat-last-n")) *ok = args_int(argc, argv, i, 0, 1 << 20, &sp->repeat_last_n);
     else if (!strcmp(a, "--seed")) *ok = args_u64(argc, argv, i, &sp->seed);
+    else if (!strcmp(a, "--typical")) *ok = args_float(argc, argv, i, 0, 1, &sp->typical_p);
+    else if (!strcmp(a, "--top-n-sigma")) *ok = args_float(argc, argv, i, -1, 100, &sp->top_n_sigma);
+    else if (!strcmp(a, "--xtc-probability")) *ok = args_float(argc, argv, i, 0, 1, &sp->xtc_probability);
+    else if (!strcmp(a, "--xtc-threshold")) *ok = args_float(argc, argv, i, 0, 1, &sp->xtc_threshold);
+    else if (!strcmp(a, "--dry-multiplier")) *ok = args_float(argc, argv, i, 0, 100, &sp->dry_multiplier);
+    else if (!strcmp(a, "--dry-base")) *ok = args_float(argc, argv, i, 1, 100, &sp->dry_base);
+    else if (!strcmp(a, "--dry-allowed-length")) *ok = args_int(argc, argv, i, 0, 1 << 20, &sp->dry_allowed_length);
+    else if (!strcmp(a, "--dry-penalty-last-n")) *ok = args_int(argc, argv, i, 0, 1 << 20, &sp->dry_last_n);
+    else if (!strcmp(a, "--mirostat")) *ok = args_int(argc, argv, i, 0, 2, &sp->mirostat);
+    else if (!strcmp(a, "--mirostat-ent")) *ok = args_float(argc, argv, i, 0, 100, &sp->mirostat_tau);
+    else if (!strcmp(a, "--mirostat-lr")) *ok = args_float(argc, argv, i, 0, 1, &sp->mirostat_eta);
+    else if (!strcmp(a, "--samplers")) *ok = args_str(argc, argv, i, &sp->samplers);
     else return false;
     return true;
 }

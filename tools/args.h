@@ -20,7 +20,15 @@ bool args_str(int argc, char **argv, int *i, const char **out);
 /* -v, -ngl N, --device cpu|cuda, --cpu-kernels auto|scalar|avx2|avx512 */
 bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *ok);
 /* --temp --top-k --top-p --min-p --repeat-penalty --presence-penalty --frequency-penalty
- * --repeat-last-n --seed */
+ * --repeat-last-n --seed --typical --top-n-sigma --xtc-probability --xtc-threshold
+ * --dry-multiplier --dry-base --dry-allowed-length --dry-penalty-last-n --mirostat
+ * --mirostat-ent --mirostat-lr --samplers */
+#define ARGS_SAMPLER_USAGE                                                                             \
+    "  --typical X --top-n-sigma X --xtc-probability X --xtc-threshold X --mirostat 0|1|2\n"           \
+    "  --mirostat-ent TAU --mirostat-lr ETA --dry-multiplier X --dry-base X --dry-allowed-length N\n"  \
+    "  --dry-penalty-last-n N --dry-sequence-breaker STR (repeatable; default \\n : \" *)\n"           \
+    "  --samplers LIST     stage order, e.g. penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature\n"
+
 bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, bool *ok);
 
 /* Read a whole file into a NUL-terminated malloc'd buffer (max 1 GiB). */

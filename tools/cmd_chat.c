@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "args_grammar.h"
 #include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
@@ -46,6 +47,8 @@ static void chat_usage(FILE *f) {
             "  --device cpu|cuda   backend (default cpu)\n"
             "  --cpu-kernels auto|scalar|avx2|avx512  CPU kernel set (default auto: the best this CPU runs)\n"
             "  --stats             after each reply print tokens prefilled/reused and speed to stderr\n"
+            ARGS_SAMPLER_USAGE
+            ARGS_GRAMMAR_USAGE
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n"
             "In the chat: Ctrl-C stops a reply, Ctrl-D exits, a line ending in \\ continues,\n"
@@ -155,6 +158,7 @@ int cmd_chat(int argc, char **argv) {
     smp.seed = 24301;
     bool stats = false;
     args_lora la = {0};
+    args_grammar ag = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -167,7 +171,7 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) ok = args_int(argc, argv, &i, 1, 1 << 16, &sp.n_batch);
         else if (!strcmp(a, "--stats")) stats = true;
         else if (args_model_flag(argc, argv, &i, &mp, &ok) || args_sampler_flag(argc, argv, &i, &smp, &ok) ||
-                 args_lora_flag(argc, argv, &i, &la, &ok)) {
+                 args_grammar_flag(argc, argv, &i, &ag, &ok) || args_lora_flag(argc, argv, &i, &la, &ok)) {
             /* shared flags: parsed (ok says whether the value was good) */
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             chat_usage(stdout);
@@ -213,6 +217,7 @@ int cmd_chat(int argc, char **argv) {
     if (!args_lora_load(&la, m, "chat") || !args_lora_attach(&la, s, "chat")) goto out;
     tl_model_info info;
     tl_model_get_info(m, &info);
+    if (!args_grammar_load(&ag, m, &smp, "chat")) goto out;
     if ((st = tl_sampler_init(&smp, info.n_vocab, &sampler))) goto fail;
     if ((st = tl_detok_init(m, &dt))) goto fail;
     if (!tmpl && !tl_model_chat_template(m)) {
@@ -324,8 +329,18 @@ int cmd_chat(int argc, char **argv) {
         memcpy(cache + common, toks + common, (size_t)(n_new - common) * sizeof *toks);
         n_cached = n_new;
         int64_t t_prompt = tl_time_us() - t0;
+        /* the prompt feeds the penalties only; each reply starts the grammar anew */
+        tl_sampler_set_grammar(sampler, NULL);
         tl_sampler_reset(sampler);
         for (int32_t i = 0; i < n_new; i++) tl_sampler_accept(sampler, toks[i]);
+        if (ag.grammar) {
+            tl_grammar_reset(ag.grammar);
+            tl_sampler_set_grammar(sampler, ag.grammar);
+        }
+        tl_stop_reset(ag.stop);
+        const char *rel;
+        size_t n_rel;
+        bool stopped = false;
 
         /* stream the reply */
         reply.n = 0;
@@ -341,13 +356,19 @@ int cmd_chat(int argc, char **argv) {
                 break;
             }
             int32_t tok = tl_sampler_sample(sampler, logits);
+            if (tok < 0) {
+                fprintf(stderr, "\n(reply stopped at a grammar dead end: %s)", tl_last_error());
+                break;
+            }
             if (tl_token_is_eog(m, tok)) break;
             tl_sampler_accept(sampler, tok);
             n_gen++;
             if ((st = tl_detok_push(dt, tok, buf, sizeof buf, &nb))) goto fail;
-            fwrite(buf, 1, nb, stdout);
+            if ((st = tl_stop_push(ag.stop, buf, nb, &rel, &n_rel, &stopped))) goto fail;
+            fwrite(rel, 1, n_rel, stdout);
             fflush(stdout);
-            text_add(&reply, buf, nb);
+            text_add(&reply, rel, n_rel);
+            if (stopped) break;
             if (n_cached >= n_ctx) {
                 ctx_full = true;
                 break;
@@ -356,8 +377,15 @@ int cmd_chat(int argc, char **argv) {
             cache[n_cached++] = tok;
         }
         if ((st = tl_detok_flush(dt, buf, sizeof buf, &nb))) goto fail;
-        fwrite(buf, 1, nb, stdout);
-        text_add(&reply, buf, nb);
+        if (!stopped && !(st = tl_stop_push(ag.stop, buf, nb, &rel, &n_rel, &stopped))) {
+            fwrite(rel, 1, n_rel, stdout);
+            text_add(&reply, rel, n_rel);
+            if (!stopped && !(st = tl_stop_flush(ag.stop, &rel, &n_rel))) {
+                fwrite(rel, 1, n_rel, stdout);
+                text_add(&reply, rel, n_rel);
+            }
+        }
+        if (st) goto fail;
         int64_t t_gen = tl_time_us() - t1;
         printf("\n");
         fflush(stdout);
@@ -393,6 +421,7 @@ out:
     tl_sampler_free(sampler);
     tl_session_free(s);
     args_lora_free(&la);
+    args_grammar_free(&ag);
     tl_model_free(m);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "args_grammar.h"
 #include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
@@ -28,6 +29,8 @@ static void run_usage(FILE *f) {
             "  --no-special        do not parse special-token text in the prompt\n"
             "  --device cpu|cuda   backend (default cpu); -ngl N is accepted as --device cuda\n"
             "  --cpu-kernels auto|scalar|avx2|avx512  CPU kernel set (default auto: the best this CPU runs)\n"
+            ARGS_SAMPLER_USAGE
+            ARGS_GRAMMAR_USAGE
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n");
 }
@@ -41,6 +44,7 @@ int cmd_run(int argc, char **argv) {
     smp.seed = 24301;
     bool ignore_eos = false, parse_special = true;
     args_lora la = {0};
+    args_grammar ag = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -54,6 +58,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-special")) parse_special = false;
         else if (args_model_flag(argc, argv, &i, &mp, &ok) || args_sampler_flag(argc, argv, &i, &smp, &ok) ||
+                 args_grammar_flag(argc, argv, &i, &ag, &ok) ||
                  args_lora_flag(argc, argv, &i, &la, &ok)) {
             /* shared flags: parsed (ok says whether the value was good) */
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -100,6 +105,7 @@ int cmd_run(int argc, char **argv) {
     if (!args_lora_load(&la, m, "run") || !args_lora_attach(&la, s, "run")) goto out;
     tl_model_info info;
     tl_model_get_info(m, &info);
+    if (!args_grammar_load(&ag, m, &smp, "run")) goto out;
     if ((st = tl_sampler_init(&smp, info.n_vocab, &sampler))) goto fail;
     if ((st = tl_detok_init(m, &dt))) goto fail;
 
@@ -124,6 +130,8 @@ int cmd_run(int argc, char **argv) {
     fflush(stdout);
 
     for (int32_t i = 0; i < n_prompt; i++) tl_sampler_accept(sampler, toks[i]);
+    /* after the prompt: the grammar constrains the generated tokens only */
+    if (ag.grammar) tl_sampler_set_grammar(sampler, ag.grammar);
     const float *logits;
     int64_t t1 = tl_time_us();
     if ((st = tl_session_eval(s, toks, n_prompt, &logits))) goto fail;
@@ -132,21 +140,36 @@ int cmd_run(int argc, char **argv) {
     int32_t n_gen = 0;
     char buf[256];
     size_t nb;
+    const char *rel;
+    size_t n_rel;
+    bool stopped = false;
     int64_t t2 = tl_time_us();
     while (n_predict < 0 || n_gen < n_predict) {
         int32_t tok = tl_sampler_sample(sampler, logits);
+        if (tok < 0) {
+            fprintf(stderr, "\ntallow run: stopped at a grammar dead end: %s\n", tl_last_error());
+            goto out;
+        }
         if (!ignore_eos && tl_token_is_eog(m, tok)) break;
         tl_sampler_accept(sampler, tok);
         n_gen++;
         if ((st = tl_detok_push(dt, tok, buf, sizeof buf, &nb))) goto fail;
-        fwrite(buf, 1, nb, stdout);
+        if ((st = tl_stop_push(ag.stop, buf, nb, &rel, &n_rel, &stopped))) goto fail;
+        fwrite(rel, 1, n_rel, stdout);
         fflush(stdout);
+        if (stopped) break;
         if (tl_session_pos(s) >= n_ctx) break;
         if ((st = tl_session_eval(s, &tok, 1, &logits))) goto fail;
     }
     int64_t t_gen = tl_time_us() - t2;
     if ((st = tl_detok_flush(dt, buf, sizeof buf, &nb))) goto fail;
-    fwrite(buf, 1, nb, stdout);
+    if (!stopped) {
+        if ((st = tl_stop_push(ag.stop, buf, nb, &rel, &n_rel, &stopped))) goto fail;
+        fwrite(rel, 1, n_rel, stdout);
+        if (!stopped && !(st = tl_stop_flush(ag.stop, &rel, &n_rel))) fwrite(rel, 1, n_rel, stdout);
+    }
+    if (ag.grammar && !stopped && !tl_grammar_can_end(ag.grammar))
+        fprintf(stderr, "\ntallow run: the output stopped before the grammar was complete (raise -n)\n");
     printf("\n");
     fflush(stdout);
     fprintf(stderr, "\nload: %.1f ms | prompt: %d tokens in %.1f ms (%.2f t/s) | generation: %d tokens in %.1f ms (%.2f t/s)\n",
@@ -163,6 +186,7 @@ out:
     tl_sampler_free(sampler);
     tl_session_free(s);
     args_lora_free(&la);
+    args_grammar_free(&ag);
     tl_model_free(m);
     return rc;
 }

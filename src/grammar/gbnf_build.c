@@ -125,7 +125,7 @@ static int gb_cmp_range(const void *a, const void *b) {
 
 /* Sort and merge; complement over the scalar values when neg; surrogates out. */
 static tl_status gb_normalize(gb_ranges *r, bool neg, gb_ranges *o) {
-    qsort(r->v, (size_t)r->n, sizeof *r->v, gb_cmp_range);
+    if (r->n) qsort(r->v, (size_t)r->n, sizeof *r->v, gb_cmp_range);
     gb_ranges m = {0};
     tl_status s = TL_OK;
     for (int32_t i = 0; i < r->n && !s; i++) {

@@ -127,7 +127,7 @@ tl_status gb_finish(gp_state *p, const char *root, gbnf **out) {
     g->rule_alt[p->n_rules] = na;
     g->n_alts = na;
     g->n_elems = ne;
-    memcpy(g->sets, p->sets, (size_t)p->n_sets * sizeof *g->sets);
+    if (p->n_sets) memcpy(g->sets, p->sets, (size_t)p->n_sets * sizeof *g->sets);
     g->n_sets = p->n_sets;
     g->root = rt;
     gb_nullable(g, nul);

@@ -118,7 +118,7 @@ void tl_grammar_reset(tl_grammar *g) {
 }
 
 bool tl_grammar_is_active(const tl_grammar *g) { return g->active; }
-bool tl_grammar_can_end(const tl_grammar *g) { return !g->active || (!g->ended && gm_pda_accepting(&g->pda, g->cur)); }
+bool tl_grammar_can_end(const tl_grammar *g) { return !g->active || g->ended || gm_pda_accepting(&g->pda, g->cur); }
 bool tl_grammar_ended(const tl_grammar *g) { return g->ended; }
 
 /* Keep the automaton and the cache bounded: past max_states, rebuild from

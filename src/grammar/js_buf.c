@@ -79,3 +79,21 @@ void jb_class_char(js_buf *b, uint32_t c) {
         jb_fmt(b, "\\U%08x", c);
     }
 }
+
+size_t jb_utf8_bad(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (!k || i + k > n) return i;
+        uint32_t v = k == 1 ? c : k == 2 ? c & 0x1f : k == 3 ? c & 0x0f : c & 0x07;
+        for (size_t j = 1; j < k; j++) {
+            if ((p[i + j] & 0xc0) != 0x80) return i;
+            v = v << 6 | (p[i + j] & 0x3f);
+        }
+        static const uint32_t lo[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (v < lo[k] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return i;
+        i += k;
+    }
+    return SIZE_MAX;
+}

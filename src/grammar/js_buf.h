@@ -22,4 +22,7 @@ void jb_lit(js_buf *b, const char *s, size_t n);
 /* Append a GBNF character-class item for code point c (escaped as needed). */
 void jb_class_char(js_buf *b, uint32_t c);
 
+/* Offset of the first ill-formed UTF-8 byte, SIZE_MAX if none. */
+size_t jb_utf8_bad(const char *s, size_t n);
+
 #endif

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/status.h"
+#include "tallow.h"
 #include "grammar/js_buf.h"
 
 #define JS_MAX_REFS 4096
@@ -25,10 +26,18 @@ typedef struct js_ctx {
     cJSON *keep[JS_MAX_KEEP]; /* merged allOf schemas */
     int n_keep;
     int depth;
+    tl_json_schema_params p;
 } js_ctx;
 
 tl_status js_fail(js_ctx *c, tl_status s, const char *path, const char *what, const char *arg);
 const cJSON *js_resolve(js_ctx *c, const char *ref);
+/* Rules for a whole schema appended to *out, numbered from *next_rule
+ * (advanced), so several schemas can share one grammar; *root_rule is the
+ * schema's rule. The rules use those of js_prelude_gbnf(), which the caller
+ * appends once. */
+tl_status js_schema_rules(const cJSON *schema, const tl_json_schema_params *params, int *next_rule, js_buf *out,
+                          int *root_rule);
+const char *js_prelude_gbnf(void);
 /* Generate subschema s as a new rule; *rule is its number. */
 tl_status js_gen(js_ctx *c, const cJSON *s, const char *path, int *rule);
 /* Append the GBNF expression for s as that type to b. */

@@ -160,6 +160,68 @@ tl_status js_number(js_ctx *c, const cJSON *s, bool integer, const char *path, j
     return TL_OK;
 }
 
+static uint32_t js_cp(const char *s, size_t *i) {
+    const unsigned char *p = (const unsigned char *)s + *i;
+    uint32_t c = p[0];
+    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+    for (int k = 1; k < n; k++)
+        if (!p[k]) n = k;
+    uint32_t v = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    for (int k = 1; k < n; k++) v = v << 6 | (p[k] & 0x3f);
+    *i += (size_t)n;
+    return v;
+}
+
+/* A rule for the JSON string contents that are none of names[0..n) whose
+ * first `at` bytes equal prefix: over the names' trie, leave it by a
+ * character no name continues with (then anything), or follow a child;
+ * stop only where no name ends. Escaped spellings of a name are not
+ * recognised as that name. */
+static int js_not_names(js_ctx *c, const char *const *names, int n, const char *prefix, size_t at) {
+    int id = c->n_rules++;
+    js_buf b = {0}, cls = {0};
+    bool ends = false;
+    uint32_t kids[256];
+    int nk = 0;
+    for (int i = 0; i < n; i++) {
+        if (strncmp(names[i], prefix, at)) continue;
+        if (!names[i][at]) {
+            ends = true;
+            continue;
+        }
+        size_t j = at;
+        uint32_t cp = js_cp(names[i], &j);
+        bool seen = false;
+        for (int k = 0; k < nk; k++) seen |= kids[k] == cp;
+        if (!seen && nk < 256) kids[nk++] = cp;
+    }
+    for (int k = 0; k < nk; k++) jb_class_char(&cls, kids[k]);
+    /* leave the trie: a plain character no name continues with, or an escape */
+    jb_fmt(&b, "( [^\"\\\\\\x00-\\x1f%s] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" hex hex hex hex ) ) char*",
+           cls.s ? cls.s : "");
+    for (int k = 0; k < nk; k++) {
+        /* the child's prefix: prefix + that character */
+        char child[1024];
+        size_t cl = 0;
+        for (int i = 0; i < n && !cl; i++) {
+            if (strncmp(names[i], prefix, at) || !names[i][at]) continue;
+            size_t j = at;
+            if (js_cp(names[i], &j) == kids[k] && j < sizeof child) memcpy(child, names[i], j), cl = j;
+        }
+        if (!cl) continue;
+        js_buf lit = {0};
+        jb_lit(&lit, child + at, cl - at);
+        int sub = js_not_names(c, names, n, child, cl);
+        jb_fmt(&b, " | %s r%d", lit.s, sub);
+        free(lit.s);
+    }
+    if (!ends) jb_str(&b, " | \"\"");
+    jb_fmt(&c->out, "r%d ::= %s\n", id, b.s ? b.s : "\"\"");
+    free(b.s);
+    free(cls.s);
+    return id;
+}
+
 /* "name" ws ":" ws value ws for property p (its rule is generated here). */
 static tl_status js_kv(js_ctx *c, const cJSON *p, const char *path, js_buf *b) {
     char sub[512];
@@ -190,7 +252,21 @@ tl_status js_object(js_ctx *c, const cJSON *s, const char *path, js_buf *b) {
     }
     /* extras: additional members when allowed (JSON Schema's default) */
     js_buf extra = {0};
-    if (!addl || cJSON_IsTrue(addl)) jb_str(&extra, "member");
+    /* the keys of additional members: any string but the listed names */
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    if (!names) return tl_err(TL_ERR_NOMEM, "json schema: out of memory");
+    int nn = 0;
+    for (const cJSON *p = props ? props->child : NULL; p; p = p->next)
+        if (strlen(p->string) < 1000) names[nn++] = p->string;
+    int key = -1;
+    bool extras = addl ? !cJSON_IsFalse(addl) : c->p.extra_properties;
+    if (extras) {
+        int inner = js_not_names(c, names, nn, "", 0);
+        key = c->n_rules++;
+        jb_fmt(&c->out, "r%d ::= \"\\\"\" r%d \"\\\"\"\n", key, inner);
+    }
+    free(names);
+    if (extras && (!addl || cJSON_IsTrue(addl))) jb_fmt(&extra, "r%d \":\" ws value ws", key);
     else if (cJSON_IsObject(addl)) {
         char sub[512];
         snprintf(sub, sizeof sub, "%s/additionalProperties", path);
@@ -200,8 +276,8 @@ tl_status js_object(js_ctx *c, const cJSON *s, const char *path, js_buf *b) {
             free(extra.s);
             return st;
         }
-        jb_fmt(&extra, "string \":\" ws r%d ws", r);
-    } else if (!cJSON_IsFalse(addl)) {
+        jb_fmt(&extra, "r%d \":\" ws r%d ws", key, r);
+    } else if (addl && !cJSON_IsFalse(addl)) {
         return js_fail(c, TL_ERR_FORMAT, path, "additionalProperties must be a boolean or a schema", NULL);
     }
     /* kv expressions and required flags in property order */
@@ -221,11 +297,9 @@ tl_status js_object(js_ctx *c, const cJSON *s, const char *path, js_buf *b) {
         int *rest_rule = calloc((size_t)n + 1, sizeof *rest_rule);
         for (int k = n; k >= 0 && rest_rule; k--) {
             js_buf t = {0};
-            if (k == n) {
-                if (extra.s) jb_fmt(&t, "( \",\" ws %s )*", extra.s);
-            } else {
-                jb_fmt(&t, need[k] ? "\",\" ws %s r%d" : "( \",\" ws %s )? r%d", kv[k].s, rest_rule[k + 1]);
-            }
+            /* additional members may come anywhere among the listed ones */
+            if (extra.s) jb_fmt(&t, "( \",\" ws %s )* ", extra.s);
+            if (k < n) jb_fmt(&t, need[k] ? "\",\" ws %s r%d" : "( \",\" ws %s )? r%d", kv[k].s, rest_rule[k + 1]);
             rest_rule[k] = c->n_rules++;
             jb_fmt(&c->out, "r%d ::= %s\n", rest_rule[k], t.s ? t.s : "\"\"");
             free(t.s);
@@ -235,10 +309,10 @@ tl_status js_object(js_ctx *c, const cJSON *s, const char *path, js_buf *b) {
             js_buf t = {0};
             if (k == n) {
                 if (extra.s) jb_fmt(&t, "( %s r%d )?", extra.s, rest_rule[n]);
-            } else if (need[k]) {
-                jb_fmt(&t, "%s r%d", kv[k].s, rest_rule[k + 1]);
             } else {
-                jb_fmt(&t, "%s r%d | r%d", kv[k].s, rest_rule[k + 1], first_next);
+                if (need[k]) jb_fmt(&t, "%s r%d", kv[k].s, rest_rule[k + 1]);
+                else jb_fmt(&t, "%s r%d | r%d", kv[k].s, rest_rule[k + 1], first_next);
+                if (extra.s) jb_fmt(&t, " | %s r%d", extra.s, rest_rule[k]);
             }
             int id = c->n_rules++;
             jb_fmt(&c->out, "r%d ::= %s\n", id, t.s ? t.s : "\"\"");

@@ -36,7 +36,7 @@ static bool js_in(const char *const *list, const char *k) {
 
 tl_status js_fail(js_ctx *c, tl_status s, const char *path, const char *what, const char *arg) {
     (void)c;
-    return tl_err(s, "json schema: at '%s': %s%s%s%s", path[0] ? path : "#", what, arg ? " '" : "", arg ? arg : "",
+    return tl_err(s, "json schema: at '%s%s': %s%s%s%s", path[0] == '#' ? "" : "#", path, what, arg ? " '" : "", arg ? arg : "",
                   arg ? "'" : "");
 }
 
@@ -208,6 +208,16 @@ static tl_status js_body(js_ctx *c, const cJSON *s, const char *path, js_buf *b)
     const cJSON *all = cJSON_GetObjectItem(s, "allOf"), *type = cJSON_GetObjectItem(s, "type");
     const cJSON *nul = cJSON_GetObjectItem(s, "nullable");
     bool nullable = nul && cJSON_IsTrue(nul);
+    /* a keyword that picks the value's form takes the whole schema: any
+     * other constraint beside it would be dropped, so it is an error */
+    const cJSON *lead = ref ? ref : cn ? cn : en ? en : any ? any : one ? one : all;
+    if (lead && lead != en && lead != cn) {
+        for (const cJSON *k = s->child; k; k = k->next)
+            if (k != lead && !js_in(js_annotations, k->string) && strcmp(k->string, "nullable") &&
+                !(lead == all && (!strcmp(k->string, "type") || !strcmp(k->string, "properties") ||
+                                  !strcmp(k->string, "required") || !strcmp(k->string, "additionalProperties"))))
+                return js_fail(c, TL_ERR_UNSUPPORTED, path, "keyword beside $ref/anyOf/oneOf/allOf:", k->string);
+    }
     if (nullable) jb_str(b, "(\"null\" | ");
     if (ref) {
         int r = 0;
@@ -284,9 +294,37 @@ static const char js_prelude[] =
     "int    ::= \"-\"? ( \"0\" | [1-9] [0-9]* )\n"
     "ws     ::= [ \\t\\n\\r]{0,20}\n";
 
-tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out) {
+tl_json_schema_params tl_json_schema_default_params(void) {
+    tl_json_schema_params p;
+    p.extra_properties = false;
+    return p;
+}
+
+tl_status js_schema_rules(const cJSON *schema, const tl_json_schema_params *params, int *next_rule, js_buf *out,
+                          int *root_rule) {
+    js_ctx *c = calloc(1, sizeof *c);
+    if (!c) return tl_err(TL_ERR_NOMEM, "json schema: out of memory");
+    c->root = schema;
+    c->p = params ? *params : tl_json_schema_default_params();
+    c->n_rules = *next_rule;
+    c->out = *out;
+    tl_status st = js_gen(c, schema, "", root_rule);
+    if (!st && c->out.oom) st = tl_err(TL_ERR_NOMEM, "json schema: out of memory");
+    *out = c->out;
+    *next_rule = c->n_rules;
+    for (int i = 0; i < c->n_refs; i++) free(c->refs[i].ref);
+    for (int i = 0; i < c->n_keep; i++) cJSON_Delete(c->keep[i]);
+    free(c);
+    return st;
+}
+
+const char *js_prelude_gbnf(void) { return js_prelude; }
+
+tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, const tl_json_schema_params *params, char **out) {
     *out = NULL;
     if (!schema) return tl_err(TL_ERR_INVALID, "json schema: NULL text");
+    size_t bad = jb_utf8_bad(schema, len);
+    if (bad != SIZE_MAX) return tl_err(TL_ERR_FORMAT, "json schema: invalid UTF-8 at byte %zu", bad);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
     if (!root) {
@@ -295,23 +333,19 @@ tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out) {
         for (size_t i = 0; i < at && i < len; i++) schema[i] == '\n' ? (line++, col = 1) : col++;
         return tl_err(TL_ERR_FORMAT, "json schema: line %d, column %d: invalid JSON", line, col);
     }
-    js_ctx c;
-    memset(&c, 0, sizeof c);
-    c.root = root;
-    int r = 0;
-    tl_status st = js_gen(&c, root, "", &r);
+    js_buf b = {0};
+    int next = 0, r = 0;
+    tl_status st = js_schema_rules(root, params, &next, &b, &r);
     if (!st) {
-        jb_fmt(&c.out, "root ::= ws r%d ws\n", r);
-        jb_str(&c.out, js_prelude);
-        if (c.out.oom) st = tl_err(TL_ERR_NOMEM, "json schema: out of memory");
+        jb_fmt(&b, "root ::= r%d\n", r);
+        jb_str(&b, js_prelude);
+        if (b.oom) st = tl_err(TL_ERR_NOMEM, "json schema: out of memory");
     }
-    for (int i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
-    for (int i = 0; i < c.n_keep; i++) cJSON_Delete(c.keep[i]);
     cJSON_Delete(root);
     if (st) {
-        free(c.out.s);
+        free(b.s);
         return st;
     }
-    *out = c.out.s;
+    *out = b.s;
     return TL_OK;
 }

@@ -15,23 +15,7 @@
 #include "base/status.h"
 #include "tallow.h"
 
-typedef struct smp_cand {
-    int32_t id;
-    float logit;
-} smp_cand;
-
-struct tl_sampler {
-    tl_sampler_params p;
-    int32_t n_vocab;
-    smp_cand *cand;   /* [n_vocab] */
-    float *prob;      /* [n_vocab] */
-    int32_t *recent;  /* ring of the last repeat_last_n tokens */
-    int32_t n_recent, recent_head;
-    int32_t *count;   /* [n_vocab] occurrences of each token in the ring */
-    tl_logit_bias *bias; /* [p.n_logit_bias] */
-    uint64_t rng;
-    tl_grammar *grammar; /* borrowed; NULL: none */
-};
+#include "llm/sampler_impl.h"
 
 tl_sampler_params tl_sampler_default_params(void) {
     tl_sampler_params p;
@@ -46,6 +30,20 @@ tl_sampler_params tl_sampler_default_params(void) {
     p.logit_bias = NULL;
     p.n_logit_bias = 0;
     p.seed = 0x5eed;
+    p.typical_p = 1.0f;
+    p.top_n_sigma = -1.0f;
+    p.xtc_probability = 0.0f;
+    p.xtc_threshold = 0.1f;
+    p.dry_multiplier = 0.0f;
+    p.dry_base = 1.75f;
+    p.dry_allowed_length = 2;
+    p.dry_last_n = 1024;
+    p.dry_breakers = NULL;
+    p.n_dry_breakers = 0;
+    p.mirostat = 0;
+    p.mirostat_tau = 5.0f;
+    p.mirostat_eta = 0.1f;
+    p.samplers = NULL;
     return p;
 }
 
@@ -83,6 +81,11 @@ tl_status tl_sampler_init(const tl_sampler_params *p, int32_t n_vocab, tl_sample
     }
     if (q.n_logit_bias) memcpy(s->bias, q.logit_bias, (size_t)q.n_logit_bias * sizeof *s->bias);
     s->p.logit_bias = s->bias;
+    tl_status cs = smp_chain_init(s);
+    if (cs) {
+        tl_sampler_free(s);
+        return cs;
+    }
     tl_sampler_reset(s);
     *out = s;
     return TL_OK;
@@ -95,6 +98,10 @@ void tl_sampler_free(tl_sampler *s) {
     free(s->recent);
     free(s->count);
     free(s->bias);
+    free(s->dry_hist);
+    free(s->dry_work);
+    free(s->dry_len);
+    free(s->breaker);
     free(s);
 }
 
@@ -103,6 +110,7 @@ void tl_sampler_reset(tl_sampler *s) {
     s->n_recent = 0;
     s->recent_head = 0;
     s->rng = s->p.seed;
+    smp_chain_reset(s);
     if (s->grammar) tl_grammar_reset(s->grammar);
 }
 
@@ -115,6 +123,7 @@ void tl_sampler_accept(tl_sampler *s, int32_t tok) {
     /* a token the grammar refuses leaves it as it was; the next sample then
      * sees the same mask */
     if (s->grammar) (void)tl_grammar_accept(s->grammar, tok);
+    if (tok >= 0 && tok < s->n_vocab) smp_chain_accept(s, tok);
     if (s->p.repeat_last_n == 0 || tok < 0 || tok >= s->n_vocab) return;
     if (s->n_recent == s->p.repeat_last_n) s->count[s->recent[s->recent_head]]--; /* evicted */
     s->count[tok]++;
@@ -122,6 +131,9 @@ void tl_sampler_accept(tl_sampler *s, int32_t tok) {
     s->recent_head = (s->recent_head + 1) % s->p.repeat_last_n;
     if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
 }
+
+static uint64_t smp_next(uint64_t *x);
+uint64_t smp_rand(tl_sampler *s) { return smp_next(&s->rng); }
 
 static uint64_t smp_next(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
@@ -212,7 +224,7 @@ int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
     int32_t n = s->n_vocab;
     for (int32_t i = 0; i < n; i++) {
         s->cand[i].id = i;
-        s->cand[i].logit = logits[i];
+        s->cand[i].logit = isnan(logits[i]) ? -INFINITY : logits[i]; /* a NaN logit is never chosen */
     }
     for (int32_t i = 0; i < p->n_logit_bias; i++) s->cand[p->logit_bias[i].token].logit += p->logit_bias[i].bias;
     smp_penalize(s);
@@ -229,6 +241,7 @@ int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
         }
         n = m;
     }
+    if (s->chain) return smp_chain_sample(s, n);
     if (p->temp <= 0.0f) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++)
