@@ -101,6 +101,7 @@ typedef struct srv_req {
     bool logprobs;              /* chat: logprobs true; completions: logprobs given */
     int32_t top_logprobs;
     bool echo;                  /* completions: echo (only false is supported) */
+    bool ignore_eos;            /* extension: generate past end-of-generation tokens (benchmarks) */
     const char *stop[SRV_MAX_STOP];
     int32_t n_stop;
     float presence_penalty, frequency_penalty;
@@ -143,6 +144,7 @@ typedef struct srv_job {
     tl_sampler_params sp; /* sp.logit_bias points at bias */
     tl_logit_bias *bias;  /* [sp.n_logit_bias], malloc'd */
     int32_t top_logprobs; /* -1: no logprobs */
+    bool ignore_eos;
     srv_lora_pick lora[SRV_MAX_LORA];
     int32_t n_lora;
     /* output, under srv->mu */

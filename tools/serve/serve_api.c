@@ -80,6 +80,7 @@ static void fill_job(srv_server *s, const srv_req *r, srv_job *j, int32_t index,
         j->sp.n_logit_bias = r->n_bias;
     }
     j->top_logprobs = r->logprobs ? r->top_logprobs : -1;
+    j->ignore_eos = r->ignore_eos;
     if (r->lora_given) {
         memcpy(j->lora, r->lora, sizeof j->lora);
         j->n_lora = r->n_lora;

@@ -392,7 +392,7 @@ static void sample_one(srv_server *s, sched_slot *sl, int32_t bi, srv_piece *p, 
     }
     tl_sampler_accept(sl->smp, tok);
     p->tok = tok;
-    *eog = tl_token_is_eog(s->model, tok);
+    *eog = !j->ignore_eos && tl_token_is_eog(s->model, tok);
     if (*eog) return;
     char buf[256];
     size_t n = 0;
