@@ -373,6 +373,43 @@ def logprobs_embeddings(s):
     check(dot(emb[0], emb[1]) > 0.9999 and dot(emb[0], emb[2]) < 0.999, "same text, same embedding; other text, other")
 
 
+def lora():
+    """--lora, GET/POST /lora-adapters and per-request 'lora' on the f32
+    fixture: sets mixed in one batch equal their lone runs, and a cached
+    prefix is never reused across different adapter sets"""
+    fx = os.path.join(ROOT, "tests", "fixtures")
+    s = Server("-np", "4", "-c", "512", "-m", os.path.join(fx, "tiny_llama.gguf"), "--lora",
+               os.path.join(fx, "lora_llama_r8.gguf"))
+    st, js, _ = s.req("GET", "/lora-adapters")
+    check(st == 200 and len(js) == 1 and js[0]["id"] == 0 and js[0]["scale"] == 1, "GET /lora-adapters: %s" % js)
+    prompt = [10, 20, 30, 40, 50]
+    run = lambda extra: s.post("/v1/completions", {"prompt": prompt, "max_tokens": 8, "temperature": 0,
+                                                   "logprobs": 1, **extra})[1]["choices"][0]["logprobs"]
+    default, base = run({}), run({"lora": []})
+    on, half = run({"lora": [{"id": 0, "scale": 1}]}), run({"lora": [{"id": 0, "scale": 0.5}]})
+    check(default == on and base != on and half != on and half != base,
+          "per-request lora: default (scale 1) = explicit; none and 0.5 differ")
+    sets = [[], [{"id": 0, "scale": 1}], [{"id": 0, "scale": 0.5}], [{"id": 0, "scale": -1}]]
+    alone = [run({"lora": l}) for l in sets]
+    out = [None] * 4
+
+    def one(i):
+        st, chunks, done = s.stream("/v1/completions", {"prompt": prompt, "max_tokens": 8, "temperature": 0,
+                                                        "logprobs": 1, "lora": sets[i]})
+        out[i] = [t for c in chunks if c["choices"][0]["logprobs"] for t in c["choices"][0]["logprobs"]["tokens"]]
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    check(all(out[i] == alone[i]["tokens"] for i in range(4)), "4 adapter sets in one batch equal their lone runs")
+    st, js, _ = s.post("/lora-adapters", [{"id": 0, "scale": 0}])
+    check(st == 200 and js[0]["scale"] == 0 and run({}) == base, "POST /lora-adapters scale 0: requests run the base")
+    st, js, _ = s.post("/lora-adapters", [{"id": 3, "scale": 1}])
+    check(is_error(js, 400, st), "POST /lora-adapters with a bad id -> 400")
+    st, js, _ = s.post("/v1/completions", {"prompt": prompt, "lora": [{"id": 1}]})
+    check(is_error(js, 400, st, "lora[0]"), "request lora with a bad id -> 400")
+    s.stop()
+
+
 def rss_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         return int(next(l for l in f if l.startswith("VmRSS")).split()[1])
@@ -514,6 +551,7 @@ def main():
         rc = s.stop()
     check(rc == 0, "SIGTERM: clean exit")
     concurrent_exact()
+    lora()
     limits()
     print("%d failure(s)" % failures)
     sys.exit(1 if failures else 0)
