@@ -41,6 +41,29 @@ typedef enum tl_status {
 const char *tl_last_error(void);
 const char *tl_status_str(tl_status s);
 
+/* ---- CPU kernels --------------------------------------------------------- */
+
+/* The CPU backend's kernels come in sets by instruction set. AUTO (the
+ * default) picks the best set this CPU runs, found with cpuid at first
+ * use: AVX512 (AVX-512 F/BW/VL/VNNI; its BF16 weight dots also need
+ * AVX512_BF16), else AVX2 (AVX2 + FMA + F16C), else SCALAR (the portable
+ * reference kernels, which every other set is tested against). Choosing a
+ * lower set is for comparing them; the choice is process-wide, so make it
+ * before loading models or between calls, never while one runs. */
+typedef enum tl_cpu_kernels {
+    TL_CPU_KERNELS_AUTO = 0,
+    TL_CPU_KERNELS_SCALAR = 1,
+    TL_CPU_KERNELS_AVX2 = 2,
+    TL_CPU_KERNELS_AVX512 = 3
+} tl_cpu_kernels;
+
+/* TL_ERR_UNSUPPORTED (and no change) if this CPU lacks the set's ISA. */
+tl_status tl_cpu_set_kernels(tl_cpu_kernels k);
+/* The set that runs now: "scalar", "avx2" or "avx512". */
+const char *tl_cpu_kernel_set(void);
+/* "auto", "scalar", "avx2", "avx512" -> the enum (TL_ERR_INVALID otherwise). */
+tl_status tl_cpu_kernels_parse(const char *name, tl_cpu_kernels *out);
+
 /* ---- models ------------------------------------------------------------ */
 
 typedef struct tl_model tl_model;
@@ -127,6 +150,7 @@ tl_status tl_tokenize(const tl_model *m, const char *text, size_t len, bool add_
 int32_t tl_token_bos(const tl_model *m);      /* -1 if none */
 int32_t tl_token_eos(const tl_model *m);      /* -1 if none */
 bool tl_token_is_eog(const tl_model *m, int32_t tok); /* end of generation */
+bool tl_token_is_control(const tl_model *m, int32_t tok); /* special/control token */
 /* Raw bytes of one token (specials as their text); NULL if out of range. */
 const char *tl_token_text(const tl_model *m, int32_t tok, size_t *len);
 
@@ -337,6 +361,71 @@ tl_status tl_model_device_stats(tl_model *m, bool measure, tl_device_stats *out)
 /* Device memory a session holds (KV cache, activations, scratch); 0 on the CPU. */
 uint64_t tl_session_device_bytes(const tl_session *s);
 
+/* ---- grammars (structured output) ----------------------------------------
+ * A GBNF grammar (llama.cpp's syntax) compiled against a vocabulary gives,
+ * at each step, the set of tokens that keep the output inside the grammar.
+ * Attach one to a sampler (tl_sampler_set_grammar) and tl_sampler_sample
+ * picks only allowed tokens while tl_sampler_accept advances it.
+ * Errors in grammar text are TL_ERR_FORMAT "grammar: line L, column C: ...". */
+
+typedef struct tl_grammar_vocab tl_grammar_vocab;
+typedef struct tl_grammar tl_grammar;
+
+/* The vocabulary index grammars walk (a byte trie of the token texts). One
+ * per model, shared by any number of grammars; it must outlive them. */
+tl_status tl_grammar_vocab_init(const tl_model *m, tl_grammar_vocab **out);
+/* The same from token texts: kind[i] 0 = text, 1 = end of generation
+ * (allowed where the grammar may end), 2 = never allowed. */
+tl_status tl_grammar_vocab_init_pieces(int32_t n, const char *const *text, const size_t *len, const uint8_t *kind,
+                                       tl_grammar_vocab **out);
+void tl_grammar_vocab_free(tl_grammar_vocab *v);
+
+typedef struct tl_grammar_params {
+    /* Bytes of token masks kept, one per parser state seen (a mask is
+     * n_vocab/8 bytes); when full the cache starts over. Default 32 MiB. */
+    size_t mask_cache_bytes;
+    /* Parser states kept before the automaton is rebuilt from the current
+     * state. Default 65536. */
+    int32_t max_states;
+} tl_grammar_params;
+
+tl_grammar_params tl_grammar_default_params(void);
+/* Compile gbnf (len bytes) with start rule root (NULL: "root") over v. */
+tl_status tl_grammar_init(const tl_grammar_vocab *v, const char *gbnf, size_t len, const char *root,
+                          const tl_grammar_params *params, tl_grammar **out);
+void tl_grammar_free(tl_grammar *g);
+/* Back to the start (and inactive again if lazy). */
+void tl_grammar_reset(tl_grammar *g);
+/* Lazy activation: the grammar allows everything until one of the trigger
+ * strings appears in the accepted text, then constrains from the trigger's
+ * first byte on (so the grammar should start with the trigger text). */
+tl_status tl_grammar_set_triggers(tl_grammar *g, const char *const *triggers, int32_t n);
+bool tl_grammar_is_active(const tl_grammar *g);
+/* Allowed tokens now: bit t of (*words)[t / 32] (bit t % 32) is set when
+ * token t is allowed. Valid until the next call on g. */
+tl_status tl_grammar_mask(tl_grammar *g, const uint32_t **words);
+/* Advance by a token: TL_ERR_INVALID (and g unchanged) if not allowed. */
+tl_status tl_grammar_accept(tl_grammar *g, int32_t tok);
+/* Advance by raw bytes (text the caller forces); TL_ERR_INVALID, g
+ * unchanged, if they leave the grammar. */
+tl_status tl_grammar_accept_bytes(tl_grammar *g, const char *s, size_t n);
+/* Whether the text so far is a complete sentence of the grammar, and whether
+ * an end-of-generation token was accepted. */
+bool tl_grammar_can_end(const tl_grammar *g);
+bool tl_grammar_ended(const tl_grammar *g);
+/* GBNF text of any JSON object (--json, response_format json_object). */
+const char *tl_grammar_json_gbnf(void);
+/* JSON Schema (len bytes of JSON) -> GBNF with start rule "root"; *out is
+ * malloc'd (free() it). Supported: type (or a list of types), properties /
+ * required / additionalProperties, enum, const, items / prefixItems /
+ * minItems / maxItems, anyOf, oneOf (as anyOf), allOf (of object schemas),
+ * $ref to local pointers ($defs / definitions, recursion), minLength /
+ * maxLength, pattern, format (date, time, date-time, uuid, email), integer
+ * minimum / maximum / exclusive bounds, number minimum 0, nullable.
+ * Annotations are ignored; any other keyword is TL_ERR_UNSUPPORTED naming it
+ * and where it is. Objects follow the schema's property order. */
+tl_status tl_json_schema_to_gbnf(const char *schema, size_t len, char **out);
+
 /* ---- sampling ------------------------------------------------------------ */
 
 typedef struct tl_sampler tl_sampler;
@@ -366,11 +455,19 @@ typedef struct tl_sampler_params {
 tl_sampler_params tl_sampler_default_params(void);
 tl_status tl_sampler_init(const tl_sampler_params *p, int32_t n_vocab, tl_sampler **out);
 void tl_sampler_free(tl_sampler *s);
-/* Pick a token from logits [n_vocab] (logits are not modified). */
+/* Pick a token from logits [n_vocab] (logits are not modified). With a
+ * grammar attached only allowed tokens are candidates; -1 when the grammar
+ * allows none (a dead end) or fails (tl_last_error says which). */
 int32_t tl_sampler_sample(tl_sampler *s, const float *logits);
-/* Record a token (prompt or generated) for the repetition penalty. */
+/* Record a token (prompt or generated) for the repetition penalty, and
+ * advance the attached grammar by it. */
 void tl_sampler_accept(tl_sampler *s, int32_t tok);
+/* Reset the penalty history, the generator and the attached grammar. */
 void tl_sampler_reset(tl_sampler *s);
+/* Attach a grammar (NULL detaches). The sampler borrows it: g must outlive
+ * the attachment. Attach after accepting the prompt: every token accepted
+ * from then on advances the grammar. */
+tl_status tl_sampler_set_grammar(tl_sampler *s, tl_grammar *g);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "base/fp16.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
@@ -37,7 +38,9 @@ static void test_matmul_x(tl_threadpool *tp, tl_type type, int64_t k, int64_t n,
     for (int64_t r = 0; r < n; r++) ref->to_float(wq + r * row, wd + r * k, k);
     float *x = malloc(sizeof(float) * (size_t)(k * m)), *xr = malloc(sizeof(float) * (size_t)(k * m));
     for (int64_t i = 0; i < k * m; i++) x[i] = extreme ? 1.0f : frand();
-    const quant_kernels *vt = quant_kernels_ref(ref->vec_dot_type);
+    /* the activation quantizer the engine runs (the SIMD ones round ties to
+     * even, the scalar one away from zero) */
+    const quant_kernels *vt = quant_kernels_get(ref->vec_dot_type);
     uint8_t *xq = malloc(tl_row_bytes(ref->vec_dot_type, k) + 64);
     for (int64_t j = 0; j < m; j++) {
         if (ref->vec_dot_type == TL_TYPE_F32) {
@@ -144,8 +147,7 @@ static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n
             for (int64_t i = 0; i < hd; i++) {
                 double o = 0;
                 for (int64_t t = t0; t < len; t++)
-                    o += (double)tl_fp16_to_fp32(tl_fp32_to_fp16((float)(sc[t] / sum))) *
-                         tl_fp16_to_fp32(vs[t * kvd + hk * hd + i]);
+                    o += sc[t] / sum * tl_fp16_to_fp32(vs[t * kvd + hk * hd + i]);
                 double e = fabs(o - out[(row * n_head + h) * hd + i]);
                 if (!(e <= max_err)) max_err = isnan(e) ? INFINITY : e;
             }
@@ -211,17 +213,8 @@ static void tp_mark(void *arg, int ith, int nth) {
     for (int i = ith; i < a->n; i += nth) a->hits[i]++;
 }
 
-int main(void) {
-    test_activations();
-    tl_threadpool *tp;
-    CHECK(tl_threadpool_init(3, &tp) == TL_OK, "threadpool");
-    int hits[1000] = {0};
-    tp_arg a = {hits, 1000};
-    for (int r = 0; r < 200; r++) tl_threadpool_run(tp, tp_mark, &a);
-    int bad = 0;
-    for (int i = 0; i < 1000; i++) bad += hits[i] != 200;
-    CHECK(bad == 0, "thread pool: %d indices not visited exactly 200 times", bad);
-
+/* The matmul and attention cases under the kernel level in use. */
+static void test_level(tl_threadpool *tp) {
     /* every weight type the engine runs, at 1..3 threads; token counts
      * 1 (decode) and 3 (the one-token kernels), 7 and 13 (4-token groups
      * plus a ragged tail), 40 (more than one token block); row counts not a
@@ -243,6 +236,7 @@ int main(void) {
             if (nt == 3) test_matmul(tpn, types[t], kq ? 1536 : 576, 33, 40);
             if (nt == 2) {
                 test_matmul_x(tpn, types[t], 512, 20, 8, true);
+                test_matmul_x(tpn, types[t], 512, 20, 16, true); /* the panel kernels */
                 test_matmul_x(tpn, types[t], 512, 20, 1, true);
             }
         }
@@ -255,6 +249,34 @@ int main(void) {
     test_attention(tp, 6, 10, 4, 2, 32, 8);   /* window inside the context */
     test_attention(tp, 1, 300, 4, 1, 64, 512); /* window wider than the context */
     test_attention(tp, 1, 63, 2, 1, 16, 64);  /* exactly at the boundary */
+    test_attention(tp, 2, 1000, 4, 1, 64, 0); /* decode at depth: positions split over threads */
+}
+
+int main(void) {
+    test_activations();
+    tl_threadpool *tp;
+    CHECK(tl_threadpool_init(3, &tp) == TL_OK, "threadpool");
+    int hits[1000] = {0};
+    tp_arg a = {hits, 1000};
+    for (int r = 0; r < 200; r++) tl_threadpool_run(tp, tp_mark, &a);
+    int bad = 0;
+    for (int i = 0; i < 1000; i++) bad += hits[i] != 200;
+    CHECK(bad == 0, "thread pool: %d indices not visited exactly 200 times", bad);
+
+    /* each kernel level this CPU runs (the scalar, AVX2 and AVX-512
+     * kernels all take these cases; the ones it lacks are named) */
+    for (int lv = TL_CPU_LEVEL_SCALAR; lv <= TL_CPU_LEVEL_AVX512; lv++) {
+        if (lv > tl_cpu_detected_level()) {
+            printf("SKIP %s kernels: this CPU lacks the ISA\n", tl_cpu_level_name(lv));
+            continue;
+        }
+        tl_cpu_set_level(lv);
+        const int before = test_n_fail;
+        test_level(tp);
+        printf("matmul + attention, %s kernels: ran, %s\n", tl_cpu_level_name(lv),
+               test_n_fail == before ? "pass" : "FAIL");
+    }
+    tl_cpu_set_level(tl_cpu_detected_level());
     tl_threadpool_free(tp);
     return test_finish();
 }

@@ -22,6 +22,7 @@
 #include "base/cpu.h"
 #include "base/fp16.h"
 #include "quant/quant.h"
+#include "tallow.h"
 #include "test_util.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -328,9 +329,10 @@ typedef struct {
     double max_simd_vs_ref; /* |simd - ref| / tol */
 } dot_stats;
 
-static void test_dot_type(const type_case *c, dot_stats *st, int have_simd) {
+/* kf: the kernels of the level under test (its vec_dot is compared with
+ * the scalar one when it is a different function) */
+static void test_dot_type(const type_case *c, dot_stats *st, const quant_kernels *kf) {
     const quant_kernels *kr = quant_kernels_ref(c->t);
-    const quant_kernels *kf = quant_kernels_get(c->t);
     if (!kr || !kr->vec_dot) return;
     const tl_type vt = kr->vec_dot_type;
     const quant_kernels *kv = quant_kernels_ref(vt);
@@ -369,7 +371,7 @@ static void test_dot_type(const type_case *c, dot_stats *st, int have_simd) {
             if (blck == 1) tol_deq = 2.0 * FLT_EPSILON * mag + 1e-30; /* ref sums in double */
             double r = fabs((double)sr - exact) / tol_deq;
             if (r > st->max_ref_vs_deq) st->max_ref_vs_deq = r;
-            if (have_simd && kf->vec_dot != kr->vec_dot) {
+            if (kf && kf->vec_dot != kr->vec_dot) {
                 kf->vec_dot(n, &sf, x, y);
                 double r2 = fabs((double)sf - (double)sr) / (2.0 * tol);
                 if (r2 > st->max_simd_vs_ref) st->max_simd_vs_ref = r2;
@@ -384,22 +386,35 @@ static void test_dot_type(const type_case *c, dot_stats *st, int have_simd) {
     }
 }
 
-static void test_dots(int have_simd) {
-    printf("vec_dot (error / tolerance, <= 1 passes):\n");
+/* The dots of one kernel level against the scalar ones (level SCALAR:
+ * the scalar ones against the dequantized dot). Prints per type which
+ * kernel ran, so the log shows what this CPU covered. */
+static void test_dots_level(int level) {
+    const char *ln = tl_cpu_level_name(level);
+    printf("vec_dot, %s kernels (error / tolerance, <= 1 passes):\n", ln);
     for (size_t c = 0; c < N_CASES; c++) {
         const quant_kernels *kr = quant_kernels_ref(cases[c].t);
         if (!kr || !kr->vec_dot) continue;
+        const quant_kernels *kf = level == TL_CPU_LEVEL_SCALAR ? NULL : quant_kernels_at(level, cases[c].t);
+        const quant_kernels *kb = level > TL_CPU_LEVEL_AVX2 ? quant_kernels_at(level - 1, cases[c].t) : kr;
+        /* a level's own kernel, not one it repeats from the level below */
+        const bool own = kf && kf->vec_dot != kb->vec_dot;
+        if (level != TL_CPU_LEVEL_SCALAR && !own) {
+            printf("  %-7s . %-5s (no %s kernel)\n", tl_type_name(cases[c].t), tl_type_name(kr->vec_dot_type), ln);
+            continue;
+        }
         dot_stats st = {0, 0};
-        test_dot_type(&cases[c], &st, have_simd);
-        const quant_kernels *kf = quant_kernels_get(cases[c].t);
-        int simd = have_simd && kf->vec_dot != kr->vec_dot;
-        printf("  %-7s . %-5s scalar vs dequantized dot %.3f   %s", tl_type_name(cases[c].t),
-               tl_type_name(kr->vec_dot_type), st.max_ref_vs_deq, simd ? "" : "(no SIMD kernel)\n");
-        if (simd) printf("avx2 vs scalar %.3f\n", st.max_simd_vs_ref);
+        test_dot_type(&cases[c], &st, kf);
+        if (level == TL_CPU_LEVEL_SCALAR)
+            printf("  %-7s . %-5s scalar vs dequantized dot %.3f\n", tl_type_name(cases[c].t),
+                   tl_type_name(kr->vec_dot_type), st.max_ref_vs_deq);
+        else
+            printf("  %-7s . %-5s %s vs scalar %.3f\n", tl_type_name(cases[c].t), tl_type_name(kr->vec_dot_type), ln,
+                   st.max_simd_vs_ref);
         CHECK(st.max_ref_vs_deq <= 1.0, "%s: scalar dot off the dequantized dot by %.3f x tol",
               tl_type_name(cases[c].t), st.max_ref_vs_deq);
-        CHECK(st.max_simd_vs_ref <= 1.0, "%s: simd dot off the scalar by %.3f x tol",
-              tl_type_name(cases[c].t), st.max_simd_vs_ref);
+        CHECK(st.max_simd_vs_ref <= 1.0, "%s: %s dot off the scalar by %.3f x tol", tl_type_name(cases[c].t), ln,
+              st.max_simd_vs_ref);
     }
 }
 
@@ -422,13 +437,15 @@ static void fill_pattern(float *x, int64_t n, int kind) {
     }
 }
 
-static void test_simd_from_float(void) {
+static void test_simd_from_float(int level) {
     const tl_type ts[] = {TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_Q8_0, TL_TYPE_Q8_1, TL_TYPE_Q8_K};
+    const char *ln = tl_cpu_level_name(level);
     for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
-        const quant_kernels *kr = quant_kernels_ref(ts[k]), *kf = quant_kernels_get(ts[k]);
-        if (!kr) continue;
-        if (kf->from_float == kr->from_float) {
-            printf("  %-5s from_float: no SIMD kernel\n", tl_type_name(ts[k]));
+        const quant_kernels *kr = quant_kernels_ref(ts[k]), *kf = quant_kernels_at(level, ts[k]);
+        const quant_kernels *kb = level > TL_CPU_LEVEL_AVX2 ? quant_kernels_at(level - 1, ts[k]) : kr;
+        if (!kr || !kf) continue;
+        if (kf->from_float == kb->from_float) {
+            printf("  %-5s from_float: no %s kernel\n", tl_type_name(ts[k]), ln);
             continue;
         }
         /* Q8_0/Q8_1's SIMD quantizers serve activations only and follow the
@@ -464,7 +481,7 @@ static void test_simd_from_float(void) {
                 free(b);
             }
         }
-        printf("  %-5s from_float: avx2 == scalar on %d rows: %s\n", tl_type_name(ts[k]), n_cmp,
+        printf("  %-5s from_float: %s == scalar on %d rows: %s\n", tl_type_name(ts[k]), ln, n_cmp,
                n_bad ? "NO" : "yes");
         CHECK(n_bad == 0, "%s: SIMD quantizer differs on %d of %d rows", tl_type_name(ts[k]), n_bad, n_cmp);
     }
@@ -473,9 +490,9 @@ static void test_simd_from_float(void) {
 /* The two Q8 rounding rules on a block where x * id hits exact halves
  * (amax 127 makes id 1 under both): the weight rule rounds 2.5 -> 3 and
  * -3.5 -> -4 (away from zero), the activation rule 2.5 -> 2, -3.5 -> -4
- * (to even). The AVX2 activation quantizer must follow the second (the
- * scalar engine, TALLOW_SIMD=scalar, uses the first, like the reference
- * engine's generic build). */
+ * (to even). The SIMD activation quantizers must follow the second (the
+ * scalar kernel set uses the first, like the reference engine's generic
+ * build). */
 static void test_q8_rules(void) {
     float x[32] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 1.5f};
     uint8_t a[sizeof(float) * 32], b[sizeof(float) * 32];
@@ -486,12 +503,12 @@ static void test_q8_rules(void) {
           "q8_0 weight rule: halves away from zero (got %d %d %d %d %d)", qa[1], qa[2], qa[3], qa[4], qa[5]);
     CHECK(qb[1] == 2 && qb[2] == -4 && qb[3] == 0 && qb[4] == 0 && qb[5] == 2,
           "q8_0 activation rule: halves to even (got %d %d %d %d %d)", qb[1], qb[2], qb[3], qb[4], qb[5]);
-    const quant_kernels *kf = quant_kernels_get(TL_TYPE_Q8_0);
-    if (strcmp(quant_simd_name(), "avx2") != 0) return;
-    uint8_t c[sizeof(float) * 32];
-    kf->from_float(x, c, 32);
-    CHECK(memcmp(b, c, tl_row_bytes(TL_TYPE_Q8_0, 32)) == 0, "q8_0 %s activation quantizer follows the activation rule",
-          quant_simd_name());
+    for (int lv = TL_CPU_LEVEL_AVX2; lv <= tl_cpu_detected_level(); lv++) {
+        uint8_t c[sizeof(float) * 32];
+        quant_kernels_at(lv, TL_TYPE_Q8_0)->from_float(x, c, 32);
+        CHECK(memcmp(b, c, tl_row_bytes(TL_TYPE_Q8_0, 32)) == 0,
+              "q8_0 %s activation quantizer follows the activation rule", tl_cpu_level_name(lv));
+    }
 }
 
 /* Our activation quantizers vs llama.cpp's own (tests/fixtures/
@@ -517,7 +534,9 @@ static void test_q8_act_vs_llamacpp(void) {
              fread(r1, b1, (size_t)rows, f) == (size_t)rows;
     fclose(f);
     CHECK(ok, "fixture truncated");
-    const bool simd = strcmp(quant_simd_name(), "avx2") == 0;
+    /* the best SIMD level this CPU runs (its quantizers repeat the AVX2 ones or are tested against them) */
+    const int lv = tl_cpu_detected_level();
+    const bool simd = lv >= TL_CPU_LEVEL_AVX2;
     int bad_ref0 = 0, bad_ref1 = 0, bad_simd0 = 0, bad_simd1 = 0;
     for (int32_t i = 0; ok && i < rows; i++) {
         const float *xi = x + (size_t)i * (size_t)n;
@@ -526,15 +545,15 @@ static void test_q8_act_vs_llamacpp(void) {
         quant_q8_1_act_from_float_ref(xi, y, n);
         bad_ref1 += memcmp(y, r1 + (size_t)i * b1, b1) != 0;
         if (!simd) continue;
-        quant_kernels_get(TL_TYPE_Q8_0)->from_float(xi, y, n);
+        quant_kernels_at(lv, TL_TYPE_Q8_0)->from_float(xi, y, n);
         bad_simd0 += memcmp(y, r0 + (size_t)i * b0, b0) != 0;
-        quant_kernels_get(TL_TYPE_Q8_1)->from_float(xi, y, n);
+        quant_kernels_at(lv, TL_TYPE_Q8_1)->from_float(xi, y, n);
         bad_simd1 += memcmp(y, r1 + (size_t)i * b1, b1) != 0;
     }
     printf("  q8_0/q8_1 activations vs llama.cpp on %d rows: scalar twin %d/%d rows differ, %s %d/%d\n", rows,
-           bad_ref0, bad_ref1, simd ? "avx2" : "(no avx2)", bad_simd0, bad_simd1);
+           bad_ref0, bad_ref1, simd ? tl_cpu_level_name(lv) : "(no SIMD)", bad_simd0, bad_simd1);
     CHECK(bad_ref0 == 0 && bad_ref1 == 0, "scalar activation twins differ from llama.cpp");
-    CHECK(bad_simd0 == 0 && bad_simd1 == 0, "AVX2 activation quantizers differ from llama.cpp");
+    CHECK(bad_simd0 == 0 && bad_simd1 == 0, "SIMD activation quantizers differ from llama.cpp");
     free(x);
     free(r0);
     free(r1);
@@ -556,6 +575,31 @@ static void test_api(void) {
     CHECK(quant_kernels_get(TL_TYPE_F16)->vec_dot_type == TL_TYPE_F16, "f16 pairs with f16");
 }
 
+/* The public selection: every set up to the detected one can be chosen
+ * and is what then runs; a higher one is refused and changes nothing. */
+static void test_set_kernels(void) {
+    const int top = tl_cpu_detected_level();
+    const tl_cpu_kernels sets[] = {TL_CPU_KERNELS_SCALAR, TL_CPU_KERNELS_AVX2, TL_CPU_KERNELS_AVX512};
+    for (int i = 0; i < 3; i++) {
+        const int lv = TL_CPU_LEVEL_SCALAR + i;
+        tl_status st = tl_cpu_set_kernels(sets[i]);
+        if (lv <= top) {
+            CHECK(st == TL_OK && strcmp(tl_cpu_kernel_set(), tl_cpu_level_name(lv)) == 0, "set %s: got %s",
+                  tl_cpu_level_name(lv), tl_cpu_kernel_set());
+            CHECK(quant_kernels_get(TL_TYPE_Q8_0) == quant_kernels_at(lv, TL_TYPE_Q8_0), "set %s: dispatch",
+                  tl_cpu_level_name(lv));
+        } else {
+            CHECK(st == TL_ERR_UNSUPPORTED && strstr(tl_last_error(), tl_cpu_level_name(lv)),
+                  "set %s on a %s CPU: %s", tl_cpu_level_name(lv), tl_cpu_level_name(top), tl_last_error());
+        }
+    }
+    tl_cpu_kernels k;
+    CHECK(tl_cpu_kernels_parse("avx3", &k) == TL_ERR_INVALID, "parse accepts 'avx3'");
+    CHECK(tl_cpu_kernels_parse("avx512", &k) == TL_OK && k == TL_CPU_KERNELS_AVX512, "parse avx512");
+    CHECK(tl_cpu_set_kernels((tl_cpu_kernels)7) == TL_ERR_INVALID, "set 7 accepted");
+    CHECK(tl_cpu_set_kernels(TL_CPU_KERNELS_AUTO) == TL_OK && tl_cpu_level() == top, "auto is the detected level");
+}
+
 /* ----------------------------------------------------------- bench */
 
 /* thread CPU time: the build machine is shared, wall time is noisy */
@@ -569,7 +613,7 @@ static void bench(void) {
     const tl_type ts[] = {TL_TYPE_Q4_0, TL_TYPE_Q4_1, TL_TYPE_Q8_0, TL_TYPE_F16, TL_TYPE_Q4_K,
                           TL_TYPE_Q5_K, TL_TYPE_Q6_K};
     const int64_t n = 4096;
-    printf("bench: single thread, rows of %lld (%s)\n", (long long)n, quant_simd_name());
+    printf("bench: single thread, rows of %lld (%s kernels)\n", (long long)n, tl_cpu_kernel_set());
     for (size_t k = 0; k < 2 * sizeof ts / sizeof ts[0]; k++) {
         /* first pass 32 rows (cache-resident: kernel speed), then 8192 rows
          * (>= 18 MB: weights stream from memory, as in decode) */
@@ -612,13 +656,22 @@ int main(void) {
     test_bf16();
     test_api();
     test_roundtrip();
-    int have_simd = tl_cpu_has_avx2_fma() && strcmp(quant_simd_name(), "scalar") != 0;
-    if (!have_simd)
-        printf("SKIP avx2 half: %s\n", tl_cpu_has_avx2_fma() ? "TALLOW_SIMD=scalar" : "CPU lacks AVX2+FMA+F16C");
-    test_dots(have_simd);
+    /* every kernel level this CPU runs against the scalar twins; the
+     * levels it lacks are named as skipped */
+    const int top = tl_cpu_detected_level();
+    printf("kernel levels: this CPU runs up to %s\n", tl_cpu_level_name(top));
+    for (int lv = TL_CPU_LEVEL_SCALAR; lv <= TL_CPU_LEVEL_AVX512; lv++) {
+        if (lv > top) {
+            printf("SKIP %s kernels: CPU lacks %s\n", tl_cpu_level_name(lv),
+                   lv == TL_CPU_LEVEL_AVX2 ? "AVX2+FMA+F16C" : "AVX-512 F/BW/VL/VNNI");
+            continue;
+        }
+        test_dots_level(lv);
+        if (lv > TL_CPU_LEVEL_SCALAR) test_simd_from_float(lv);
+    }
     test_q8_rules();
     test_q8_act_vs_llamacpp();
-    if (have_simd) test_simd_from_float();
+    test_set_kernels();
     const char *b = getenv("TALLOW_QUANT_BENCH");
     if (b && *b && strcmp(b, "0") != 0) bench();
     return test_finish();

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "quant/quant.h"
+#include "tallow.h"
 #include "test_util.h"
 
 #define FIXTURE "tests/fixtures/kquant_quantize_llamacpp.bin"
@@ -59,7 +60,7 @@ static void check_type(tl_type t, const float *x, int32_t rows, int32_t n, const
     const int bad_all = memcmp(y, want, all) != 0;
     printf("  %-6s %d rows x %d values (%zu bytes): %d rows differ (%zu bytes); dispatched (%s) %d rows differ; "
            "one call over all rows %s\n",
-           tl_type_name(t), (int)rows, (int)n, all, bad_rows, bad_bytes, quant_simd_name(), bad_simd,
+           tl_type_name(t), (int)rows, (int)n, all, bad_rows, bad_bytes, tl_cpu_kernel_set(), bad_simd,
            bad_all ? "differs" : "identical");
     CHECK(bad_rows == 0, "%s: %d of %d rows differ from llama.cpp", tl_type_name(t), bad_rows, (int)rows);
     CHECK(bad_simd == 0, "%s: dispatched from_float: %d rows differ", tl_type_name(t), bad_simd);

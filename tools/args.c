@@ -110,6 +110,15 @@ bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *o
     } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
         *ok = args_int(argc, argv, i, -1, 1 << 20, &mp->n_gpu_layers);
         if (*ok && mp->n_gpu_layers != 0) mp->backend = TL_BACKEND_CUDA;
+    } else if (!strcmp(a, "--cpu-kernels")) {
+        /* process-wide: applies to the models this command loads */
+        const char *d;
+        tl_cpu_kernels k;
+        *ok = args_str(argc, argv, i, &d);
+        if (*ok && (tl_cpu_kernels_parse(d, &k) != TL_OK || tl_cpu_set_kernels(k) != TL_OK)) {
+            fprintf(stderr, "tallow %s: --cpu-kernels: %s\n", argv[0], tl_last_error());
+            *ok = false;
+        }
     } else if (!strcmp(a, "--device")) {
         const char *d;
         *ok = args_str(argc, argv, i, &d);

@@ -17,7 +17,7 @@ bool args_str(int argc, char **argv, int *i, const char **out);
  * one of its flags (then *ok tells whether its value parsed), false if the
  * flag is not one of them (caller tries its own). */
 #include "tallow.h"
-/* -v, -ngl N, --device cpu|cuda */
+/* -v, -ngl N, --device cpu|cuda, --cpu-kernels auto|scalar|avx2|avx512 */
 bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *ok);
 /* --temp --top-k --top-p --min-p --repeat-penalty --presence-penalty --frequency-penalty
  * --repeat-last-n --seed */

@@ -42,6 +42,8 @@ static void bench_usage(FILE *f) {
             "  -ub N       tokens per forward in batched mode's prompt phase (default 512)\n"
             "  -o md|json  output format (default md; json: one object per line)\n"
             "  --device cpu|cuda, -ngl N  backend\n"
+            "  --cpu-kernels auto|scalar|avx2|avx512  CPU kernel set (default auto: the best\n"
+            "              this CPU runs); the set that ran is printed with the results\n"
             "  --lora FILE[:SCALE]  LoRA adapter (repeatable): all on the plain tests; in batched mode\n"
             "              sequence i uses the (i mod n)-th alone\n");
 }
@@ -148,10 +150,10 @@ static int bench_plain(const bench_opts *o, bench_env *e) {
     double *times = malloc((size_t)o->reps * sizeof *times);
     if (!times) return 1;
     if (!o->json) {
-        printf("| %-28s | %10s | %8s | %-7s | %7s | %14s | %20s | %9s | %9s | %5s | %9s |\n", "model", "size", "params",
+        printf("| %-28s | %10s | %8s | %-10s | %7s | %14s | %20s | %9s | %9s | %5s | %9s |\n", "model", "size", "params",
                "backend", "threads", "test", "t/s (mean ± sd)", "t/s (med)", "floor t/s", "frac", "dev MiB");
         printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------", "-----------:",
-               "---------:", "---------", "--------:", "---------------:", "---------------------:", "----------:",
+               "---------:", "------------", "--------:", "---------------:", "---------------------:", "----------:",
                "----------:", "------:", "----------:");
     }
     int rc = 0;
@@ -195,10 +197,10 @@ static int bench_plain(const bench_opts *o, bench_env *e) {
                 printf("{\"model_filename\": \"%s\", \"model_type\": \"%s %s\", \"model_size\": %llu, "
                        "\"model_n_params\": %llu, \"backends\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, "
                        "\"n_gen\": %d, \"n_depth\": %d, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"median_ts\": %.6f, "
-                       "\"floor_ts\": %.6f}\n",
+                       "\"floor_ts\": %.6f, \"cpu_kernels\": \"%s\"}\n",
                        o->model_path, e->info.arch, e->info.ftype, (unsigned long long)e->info.n_bytes,
                        (unsigned long long)e->info.n_params, e->gpu ? "CUDA" : "CPU", o->tlist[ti],
-                       test == 0 ? n : 0, test == 0 ? 0 : n, o->depth, mean, sd, med, fl);
+                       test == 0 ? n : 0, test == 0 ? 0 : n, o->depth, mean, sd, med, fl, tl_cpu_kernel_set());
             } else {
                 char ts[64], thr[16], size[32], params[32], name[64], fls[32] = "-", fr[16] = "-", dm[32] = "-";
                 snprintf(ts, sizeof ts, "%.2f ± %.2f", mean, sd);
@@ -211,8 +213,10 @@ static int bench_plain(const bench_opts *o, bench_env *e) {
                     snprintf(fr, sizeof fr, "%.3f", med / fl);
                 }
                 if (e->gpu) snprintf(dm, sizeof dm, "%.1f", dev);
-                printf("| %-28s | %10s | %8s | %-7s | %7s | %14s | %20s | %9.2f | %9s | %5s | %9s |\n", name, size,
-                       params, e->gpu ? "CUDA" : "CPU", thr, test_name, ts, med, fls, fr, dm);
+                char be[32];
+                snprintf(be, sizeof be, e->gpu ? "CUDA" : "CPU %s", tl_cpu_kernel_set());
+                printf("| %-28s | %10s | %8s | %-10s | %7s | %14s | %20s | %9.2f | %9s | %5s | %9s |\n", name, size,
+                       params, be, thr, test_name, ts, med, fls, fr, dm);
             }
             fflush(stdout);
         }
@@ -283,8 +287,8 @@ static int bench_batched(const bench_opts *o, bench_env *e) {
             return 1;
         }
     if (!o->json) {
-        printf("\nn_kv_max = %d, n_batch = %d, n_threads = %d, backend = %s\n\n", tl_context_n_ctx(c), o->ubatch,
-               o->tlist[0], e->gpu ? "CUDA" : "CPU");
+        printf("\nn_kv_max = %d, n_batch = %d, n_threads = %d, backend = %s, cpu kernels = %s\n\n",
+               tl_context_n_ctx(c), o->ubatch, o->tlist[0], e->gpu ? "CUDA" : "CPU", tl_cpu_kernel_set());
         printf("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s "
                "| S_TG floor | frac |\n");
         printf("|-------|--------|------|--------|----------|----------|----------|----------|----------|----------"
@@ -313,9 +317,9 @@ static int bench_batched(const bench_opts *o, bench_env *e) {
                     printf("{\"n_kv_max\": %d, \"n_batch\": %d, \"n_ubatch\": %d, \"is_pp_shared\": 0, "
                            "\"n_threads\": %d, \"pp\": %d, \"tg\": %d, \"pl\": %d, \"n_kv\": %d, \"t_pp\": %f, "
                            "\"speed_pp\": %f, \"t_tg\": %f, \"speed_tg\": %f, \"t\": %f, \"speed\": %f, "
-                           "\"floor_tg\": %f}\n",
+                           "\"floor_tg\": %f, \"cpu_kernels\": \"%s\"}\n",
                            tl_context_n_ctx(c), o->ubatch, o->ubatch, o->tlist[0], npp, ntg, npl, n_kv, t_pp, s_pp,
-                           t_tg, s_tg, t_pp + t_tg, n_kv / (t_pp + t_tg), floor_tg);
+                           t_tg, s_tg, t_pp + t_tg, n_kv / (t_pp + t_tg), floor_tg, tl_cpu_kernel_set());
                 } else {
                     char fl[24] = "-", fr[16] = "-";
                     if (floor_tg > 0) {

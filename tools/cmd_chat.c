@@ -44,6 +44,7 @@ static void chat_usage(FILE *f) {
             "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --presence-penalty X\n"
             "  --frequency-penalty X --repeat-last-n N --seed N\n"
             "  --device cpu|cuda   backend (default cpu)\n"
+            "  --cpu-kernels auto|scalar|avx2|avx512  CPU kernel set (default auto: the best this CPU runs)\n"
             "  --stats             after each reply print tokens prefilled/reused and speed to stderr\n"
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n"

@@ -27,6 +27,7 @@ static void run_usage(FILE *f) {
             "  --ignore-eos        keep generating past end-of-generation tokens\n"
             "  --no-special        do not parse special-token text in the prompt\n"
             "  --device cpu|cuda   backend (default cpu); -ngl N is accepted as --device cuda\n"
+            "  --cpu-kernels auto|scalar|avx2|avx512  CPU kernel set (default auto: the best this CPU runs)\n"
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n");
 }

@@ -1,7 +1,7 @@
 /* base/vmath_avx2: 8-wide float math shared by the engine's and the
  * training framework's AVX2 element-wise kernels. Include only from files
  * compiled with -mavx2 -mfma (the *_avx2.c files) and call only after
- * tl_cpu_has_avx2_fma(). e^x by Cody-Waite reduction (ln 2 split in two)
+ * tl_cpu_use_avx2(). e^x by Cody-Waite reduction (ln 2 split in two)
  * and Cephes' degree-6 polynomial for e^r on [-ln2/2, ln2/2]: ~1 ulp over
  * the clamped range [-87, 88]. tanh(u) = 1 - 2 / (e^(2u) + 1) (exact limits
  * +-1, no cancellation trouble where GELU uses it). */

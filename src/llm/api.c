@@ -14,6 +14,7 @@ tl_status tl_tokenize(const tl_model *m, const char *text, size_t len, bool add_
 int32_t tl_token_bos(const tl_model *m) { return tok_bos(m->vocab); }
 int32_t tl_token_eos(const tl_model *m) { return tok_eos(m->vocab); }
 bool tl_token_is_eog(const tl_model *m, int32_t tok) { return tok_is_eog(m->vocab, tok); }
+bool tl_token_is_control(const tl_model *m, int32_t tok) { return tok_is_control(m->vocab, tok); }
 const char *tl_token_text(const tl_model *m, int32_t tok, size_t *len) { return tok_piece(m->vocab, tok, len); }
 
 const char *tl_model_chat_template(const tl_model *m) { return m->chat_template; }

@@ -3,7 +3,9 @@
  * logit bias -> penalties (repetition, presence, frequency) -> top-k ->
  * top-p -> min-p -> temperature -> draw.
  * top-p and min-p look at probabilities before temperature. Greedy when
- * temp <= 0. A seeded splitmix64 generator makes runs reproducible.
+ * temp <= 0. A seeded splitmix64 generator makes runs reproducible. An
+ * attached grammar removes the tokens it does not allow right after the
+ * biases and penalties, so every later stage sees only allowed tokens.
  * Owns: candidate buffers, the recent-token ring with per-token counts,
  * and a copy of the logit biases. */
 #include <math.h>
@@ -28,6 +30,7 @@ struct tl_sampler {
     int32_t *count;   /* [n_vocab] occurrences of each token in the ring */
     tl_logit_bias *bias; /* [p.n_logit_bias] */
     uint64_t rng;
+    tl_grammar *grammar; /* borrowed; NULL: none */
 };
 
 tl_sampler_params tl_sampler_default_params(void) {
@@ -100,9 +103,18 @@ void tl_sampler_reset(tl_sampler *s) {
     s->n_recent = 0;
     s->recent_head = 0;
     s->rng = s->p.seed;
+    if (s->grammar) tl_grammar_reset(s->grammar);
+}
+
+tl_status tl_sampler_set_grammar(tl_sampler *s, tl_grammar *g) {
+    s->grammar = g;
+    return TL_OK;
 }
 
 void tl_sampler_accept(tl_sampler *s, int32_t tok) {
+    /* a token the grammar refuses leaves it as it was; the next sample then
+     * sees the same mask */
+    if (s->grammar) (void)tl_grammar_accept(s->grammar, tok);
     if (s->p.repeat_last_n == 0 || tok < 0 || tok >= s->n_vocab) return;
     if (s->n_recent == s->p.repeat_last_n) s->count[s->recent[s->recent_head]]--; /* evicted */
     s->count[tok]++;
@@ -204,11 +216,24 @@ int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
     }
     for (int32_t i = 0; i < p->n_logit_bias; i++) s->cand[p->logit_bias[i].token].logit += p->logit_bias[i].bias;
     smp_penalize(s);
+    if (s->grammar) {
+        /* keep only the tokens the grammar allows, in id order */
+        const uint32_t *w;
+        if (tl_grammar_mask(s->grammar, &w)) return -1;
+        int32_t m = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (w[i >> 5] >> (i & 31) & 1) s->cand[m++] = s->cand[i];
+        if (!m) {
+            tl_err(TL_ERR_STATE, "sampler: the grammar allows no token here (dead end)");
+            return -1;
+        }
+        n = m;
+    }
     if (p->temp <= 0.0f) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++)
             if (s->cand[i].logit > s->cand[best].logit) best = i;
-        return best;
+        return s->cand[best].id;
     }
     if (p->top_k > 0 && p->top_k < n) {
         smp_select(s->cand, n, p->top_k);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/gemm.h"
 #include "ops/ops.h"
 
 tl_status ops_ctx_init(ops_ctx *c, tl_threadpool *tp, int64_t max_m, int64_t max_k, int64_t max_kv) {
@@ -18,7 +19,9 @@ tl_status ops_ctx_init(ops_ctx *c, tl_threadpool *tp, int64_t max_m, int64_t max
     c->att_stride = (max_kv + 15) & ~(int64_t)15;
     int nth = tl_threadpool_size(tp);
     c->att = aligned_alloc(64, (size_t)nth * (size_t)c->att_stride * sizeof(float));
-    if (!c->wbuf || !c->att || !c->gscale) {
+    c->panel_stride = gemm_panel_bytes(max_k);
+    c->panel = aligned_alloc(64, (size_t)nth * c->panel_stride);
+    if (!c->wbuf || !c->att || !c->gscale || !c->panel) {
         ops_ctx_free(c);
         return tl_err(TL_ERR_NOMEM, "ops: cannot allocate %zu bytes of scratch", wb);
     }
@@ -29,5 +32,6 @@ void ops_ctx_free(ops_ctx *c) {
     free(c->wbuf);
     free(c->att);
     free(c->gscale);
+    free(c->panel);
     memset(c, 0, sizeof *c);
 }

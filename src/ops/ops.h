@@ -24,6 +24,8 @@ typedef struct ops_ctx {
     size_t gscale_n;    /* floats in gscale */
     float *att;         /* [n_threads][att_stride] attention score scratch */
     int64_t att_stride;
+    uint8_t *panel;     /* [n_threads][panel_stride] repacked weight rows (backend/cpu/gemm.h) */
+    size_t panel_stride;
 } ops_ctx;
 
 /* Scratch sizing: activation conversion for up to max_m rows of max_k

@@ -1,11 +1,9 @@
-/* quant/quant: the kernel registry. Two tables map a tl_type to its kernels:
- * the scalar reference set (the oracle) and the AVX2/FMA set, which differs
- * only where a SIMD kernel exists and otherwise repeats the scalar entry.
- * The SIMD level is decided once from base/cpu; TALLOW_SIMD=scalar in the
- * environment forces the reference kernels (for debugging and A/B tests).
+/* quant/quant: the kernel registry. Three tables map a tl_type to its
+ * kernels: the scalar reference set (the oracle), the AVX2/FMA set and the
+ * AVX-512 set; each differs from the one below it only where it has its own
+ * kernel and otherwise repeats that entry. Which table serves is base/cpu's
+ * kernel level (tl_cpu_set_kernels() in tallow.h).
  * Calls: base (cpu, status), tensor/dtype, the quant_* kernel files. */
-#include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/cpu.h"
@@ -40,66 +38,62 @@ static const quant_kernels ref_tab[TL_TYPE_COUNT] = {
 
 #if defined(__x86_64__) || defined(__i386__)
 #define HAVE_AVX2_TABLE 1
+#define AVX2_ENTRIES \
+    ENTRY(F32, F32, quant_f32_to_float, quant_f32_from_float, quant_dot_f32_f32_avx2),\
+    ENTRY(F16, F16, quant_f16_to_float_avx2, quant_f16_from_float_avx2, quant_dot_f16_f16_avx2),\
+    ENTRY(BF16, BF16, quant_bf16_to_float, quant_bf16_from_float_avx2, quant_dot_bf16_bf16_avx2),\
+    ENTRY(Q4_0, Q8_0, quant_q4_0_to_float, quant_q4_0_from_float, quant_dot_q4_0_q8_0_avx2),\
+    ENTRY(Q4_1, Q8_1, quant_q4_1_to_float, quant_q4_1_from_float, quant_dot_q4_1_q8_1_avx2),\
+    ENTRY(Q5_0, Q8_0, quant_q5_0_to_float, quant_q5_0_from_float, quant_dot_q5_0_q8_0_avx2),\
+    ENTRY(Q5_1, Q8_1, quant_q5_1_to_float, quant_q5_1_from_float, quant_dot_q5_1_q8_1_avx2),\
+    ENTRY(Q8_0, Q8_0, quant_q8_0_to_float, quant_q8_0_from_float_avx2, quant_dot_q8_0_q8_0_avx2),\
+    ENTRY(Q8_1, Q8_1, quant_q8_1_to_float, quant_q8_1_from_float_avx2, NULL),\
+    ENTRY(IQ4_NL, Q8_0, quant_iq4_nl_to_float, quant_iq4_nl_from_float, quant_dot_iq4_nl_q8_0_avx2),\
+    ENTRY(MXFP4, Q8_0, quant_mxfp4_to_float, quant_mxfp4_from_float, quant_dot_mxfp4_q8_0_avx2),\
+    ENTRY(Q8_K, Q8_K, quant_q8_k_to_float, quant_q8_k_from_float_avx2, NULL),\
+    ENTRY(Q2_K, Q8_K, quant_q2_k_to_float, quant_q2_k_from_float, quant_dot_q2_k_q8_k_avx2),\
+    ENTRY(Q3_K, Q8_K, quant_q3_k_to_float, quant_q3_k_from_float, quant_dot_q3_k_q8_k_avx2),\
+    ENTRY(IQ4_XS, Q8_K, quant_iq4_xs_to_float, quant_iq4_xs_from_float, quant_dot_iq4_xs_q8_k_avx2),\
+    ENTRY(Q4_K, Q8_K, quant_q4_k_to_float, quant_q4_k_from_float, quant_dot_q4_k_q8_k_avx2),\
+    ENTRY(Q5_K, Q8_K, quant_q5_k_to_float, quant_q5_k_from_float, quant_dot_q5_k_q8_k_avx2),\
+    ENTRY(Q6_K, Q8_K, quant_q6_k_to_float, quant_q6_k_from_float, quant_dot_q6_k_q8_k_avx2)
+/* AVX-512 F/BW/VL/VNNI kernels where they exist */
+#define AVX512_ENTRIES \
+    ENTRY(Q4_0, Q8_0, quant_q4_0_to_float, quant_q4_0_from_float, quant_dot_q4_0_q8_0_avx512),\
+    ENTRY(Q4_1, Q8_1, quant_q4_1_to_float, quant_q4_1_from_float, quant_dot_q4_1_q8_1_avx512),\
+    ENTRY(Q8_0, Q8_0, quant_q8_0_to_float, quant_q8_0_from_float_avx2, quant_dot_q8_0_q8_0_avx512)
 /* Later initializers for the same index override earlier ones (C11
  * 6.7.9p19), so the scalar set is listed first and SIMD entries after. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
 static const quant_kernels avx2_tab[TL_TYPE_COUNT] = {
     REF_ENTRIES,
-    ENTRY(F32, F32, quant_f32_to_float, quant_f32_from_float, quant_dot_f32_f32_avx2),
-    ENTRY(F16, F16, quant_f16_to_float_avx2, quant_f16_from_float_avx2, quant_dot_f16_f16_avx2),
-    ENTRY(BF16, BF16, quant_bf16_to_float, quant_bf16_from_float_avx2, quant_dot_bf16_bf16_avx2),
-    ENTRY(Q4_0, Q8_0, quant_q4_0_to_float, quant_q4_0_from_float, quant_dot_q4_0_q8_0_avx2),
-    ENTRY(Q4_1, Q8_1, quant_q4_1_to_float, quant_q4_1_from_float, quant_dot_q4_1_q8_1_avx2),
-    ENTRY(Q5_0, Q8_0, quant_q5_0_to_float, quant_q5_0_from_float, quant_dot_q5_0_q8_0_avx2),
-    ENTRY(Q5_1, Q8_1, quant_q5_1_to_float, quant_q5_1_from_float, quant_dot_q5_1_q8_1_avx2),
-    ENTRY(Q8_0, Q8_0, quant_q8_0_to_float, quant_q8_0_from_float_avx2, quant_dot_q8_0_q8_0_avx2),
-    ENTRY(Q8_1, Q8_1, quant_q8_1_to_float, quant_q8_1_from_float_avx2, NULL),
-    ENTRY(IQ4_NL, Q8_0, quant_iq4_nl_to_float, quant_iq4_nl_from_float, quant_dot_iq4_nl_q8_0_avx2),
-    ENTRY(MXFP4, Q8_0, quant_mxfp4_to_float, quant_mxfp4_from_float, quant_dot_mxfp4_q8_0_avx2),
-    ENTRY(Q8_K, Q8_K, quant_q8_k_to_float, quant_q8_k_from_float_avx2, NULL),
-    ENTRY(Q2_K, Q8_K, quant_q2_k_to_float, quant_q2_k_from_float, quant_dot_q2_k_q8_k_avx2),
-    ENTRY(Q3_K, Q8_K, quant_q3_k_to_float, quant_q3_k_from_float, quant_dot_q3_k_q8_k_avx2),
-    ENTRY(IQ4_XS, Q8_K, quant_iq4_xs_to_float, quant_iq4_xs_from_float, quant_dot_iq4_xs_q8_k_avx2),
-    ENTRY(Q4_K, Q8_K, quant_q4_k_to_float, quant_q4_k_from_float, quant_dot_q4_k_q8_k_avx2),
-    ENTRY(Q5_K, Q8_K, quant_q5_k_to_float, quant_q5_k_from_float, quant_dot_q5_k_q8_k_avx2),
-    ENTRY(Q6_K, Q8_K, quant_q6_k_to_float, quant_q6_k_from_float, quant_dot_q6_k_q8_k_avx2),
+    AVX2_ENTRIES,
+};
+static const quant_kernels avx512_tab[TL_TYPE_COUNT] = {
+    REF_ENTRIES,
+    AVX2_ENTRIES,
+    AVX512_ENTRIES,
 };
 #pragma GCC diagnostic pop
 #endif
-
-enum { LEVEL_UNKNOWN = 0, LEVEL_SCALAR = 1, LEVEL_AVX2 = 2 };
-static atomic_int simd_level = LEVEL_UNKNOWN;
-
-static int quant_level(void) {
-    int lv = atomic_load_explicit(&simd_level, memory_order_relaxed);
-    if (lv != LEVEL_UNKNOWN) return lv;
-    const char *env = getenv("TALLOW_SIMD");
-    lv = LEVEL_SCALAR;
-#ifdef HAVE_AVX2_TABLE
-    if (tl_cpu_has_avx2_fma() && !(env && strcmp(env, "scalar") == 0)) lv = LEVEL_AVX2;
-#else
-    (void)env;
-#endif
-    atomic_store_explicit(&simd_level, lv, memory_order_relaxed);
-    return lv;
-}
 
 const quant_kernels *quant_kernels_ref(tl_type t) {
     if ((unsigned)t >= TL_TYPE_COUNT || ref_tab[t].to_float == NULL) return NULL;
     return &ref_tab[t];
 }
 
-const quant_kernels *quant_kernels_get(tl_type t) {
+const quant_kernels *quant_kernels_at(int level, tl_type t) {
     const quant_kernels *k = quant_kernels_ref(t);
-    if (!k) return NULL;
+    if (!k || level > tl_cpu_detected_level()) return NULL;
 #ifdef HAVE_AVX2_TABLE
-    if (quant_level() == LEVEL_AVX2) return &avx2_tab[t];
+    if (level == TL_CPU_LEVEL_AVX512) return &avx512_tab[t];
+    if (level == TL_CPU_LEVEL_AVX2) return &avx2_tab[t];
 #endif
     return k;
 }
 
-const char *quant_simd_name(void) { return quant_level() == LEVEL_AVX2 ? "avx2" : "scalar"; }
+const quant_kernels *quant_kernels_get(tl_type t) { return quant_kernels_at(tl_cpu_level(), t); }
 
 static tl_status check_args(tl_type t, int64_t n, const char *what, const quant_kernels **out) {
     const quant_kernels *k = quant_kernels_ref(t);

@@ -33,12 +33,14 @@ typedef struct quant_kernels {
     quant_vec_dot_fn vec_dot;         /* weight row . activation row */
 } quant_kernels;
 
-/* Fastest kernels this CPU supports for type t; NULL if t has none. */
+/* Kernels of the level in use (base/cpu's tl_cpu_level()) for type t;
+ * NULL if t has none. */
 const quant_kernels *quant_kernels_get(tl_type t);
+/* Kernels of a given level (TL_CPU_LEVEL_*) for type t; NULL if t has none
+ * or this CPU cannot run that level (the twin tests walk every level). */
+const quant_kernels *quant_kernels_at(int level, tl_type t);
 /* Portable scalar kernels (the oracle); NULL if t has none. */
 const quant_kernels *quant_kernels_ref(tl_type t);
-/* Name of the SIMD level quant_kernels_get uses ("avx2", "scalar", ...). */
-const char *quant_simd_name(void);
 
 /* Convenience: dequantize n elements of type t. TL_ERR_UNSUPPORTED if t has
  * no dequantizer (message names the type). */

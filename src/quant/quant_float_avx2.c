@@ -2,7 +2,7 @@
  * dots (float accumulation in four independent FMA chains, so the sum order
  * differs from the double-accumulating reference) and activation conversion
  * (bit-exact with the scalar reference: F16C rounds to nearest even as
- * base/fp16 does). Only called when tl_cpu_has_avx2_fma(). Calls: base/fp16
+ * base/fp16 does). Only called when tl_cpu_use_avx2(). Calls: base/fp16
  * for tails. */
 #include <immintrin.h>
 

@@ -181,7 +181,7 @@ QUANT_DECL_VD(quant_dot_q5_k_q8_k);
 QUANT_DECL_VD(quant_dot_q6_k_q8_k);
 QUANT_DECL_VD(quant_dot_iq4_xs_q8_k);
 
-/* ---- AVX2/FMA/F16C kernels (call only if tl_cpu_has_avx2_fma()) ---- */
+/* ---- AVX2/FMA/F16C kernels (call only if tl_cpu_use_avx2()) ---- */
 QUANT_DECL_FF(quant_f16_from_float_avx2);
 QUANT_DECL_TF(quant_f16_to_float_avx2);
 QUANT_DECL_FF(quant_bf16_from_float_avx2);
@@ -204,6 +204,11 @@ QUANT_DECL_VD(quant_dot_iq4_xs_q8_k_avx2);
 QUANT_DECL_VD(quant_dot_q4_k_q8_k_avx2);
 QUANT_DECL_VD(quant_dot_q5_k_q8_k_avx2);
 QUANT_DECL_VD(quant_dot_q6_k_q8_k_avx2);
+
+/* ---- AVX-512 F/BW/VL/VNNI kernels (call only if tl_cpu_use_avx512()) ---- */
+QUANT_DECL_VD(quant_dot_q4_0_q8_0_avx512);
+QUANT_DECL_VD(quant_dot_q4_1_q8_1_avx512);
+QUANT_DECL_VD(quant_dot_q8_0_q8_0_avx512);
 
 #ifdef __AVX2__
 #include <immintrin.h>

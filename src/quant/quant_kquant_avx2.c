@@ -9,7 +9,7 @@
  * float and accumulated with FMA across super-blocks (one horizontal sum
  * per row, not per super-block), so only the float summation order differs
  * from the scalar reference. The Q8_K quantizer is bit-exact with the
- * scalar one. Only called when tl_cpu_has_avx2_fma(). Calls: nothing
+ * scalar one. Only called when tl_cpu_use_avx2(). Calls: nothing
  * outside quant. */
 #include <immintrin.h>
 #include <string.h>

@@ -159,7 +159,7 @@ void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K, const float
     if (mb > MB) mb = MB;
     if (mb < MR) mb = MR;
     gemm_job j = {M, N, K, A, B, rsa, csa, rsb, csb, ldc, C, accumulate, mb, (M + mb - 1) / mb,
-                  (N + NR - 1) / NR, NULL, tl_cpu_has_avx2_fma()};
+                  (N + NR - 1) / NR, NULL, tl_cpu_use_avx2()};
     size_t bytes = (size_t)(j.np * (K > 0 ? K : 1) * NR) * sizeof(float);
     j.bp = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!j.bp) { /* no memory for packing: plain loop, slow but correct */

@@ -303,7 +303,7 @@ static void un_task(void *arg, int ith, int nth) {
     int64_t a, b;
     tt__split(j->n, ith, nth, &a, &b);
     if (a >= b) return;
-    if (j->op == U_GELU_TANH && tl_cpu_has_avx2_fma()) {
+    if (j->op == U_GELU_TANH && tl_cpu_use_avx2()) {
         if (j->bw)
             a += tt__gelu_tanh_bwd_avx2(j->x + a, j->g + a, j->o + a, b - a);
         else

@@ -96,7 +96,7 @@ tl_status tt_optim_step(tt_optim *o, double lr) {
         float *m = tt_data(o->m[i]), *v = tt_data(o->v[i]);
         float decay = k->kind == TT_OPT_ADAMW ? 1.0f - (float)lr * wd : 1.0f;
         int64_t j0 = 0;
-        if (tl_cpu_has_avx2_fma() && !(k->kind == TT_OPT_ADAM && wd != 0))
+        if (tl_cpu_use_avx2() && !(k->kind == TT_OPT_ADAM && wd != 0))
             j0 = tt__adam_avx2(w, g, m, v, n, decay, b1, b2, step_size, bc2s, eps);
         for (int64_t j = j0; j < n; j++) {
             float gj = g[j];

@@ -59,13 +59,13 @@ void ops_add(float *x, const float *y, int64_t n) {
 }
 
 void ops_silu_mul(float *g, const float *u, int64_t n) {
-    int64_t i = tl_cpu_has_avx2_fma() ? ops__silu_mul_avx2(g, u, n) : 0;
+    int64_t i = tl_cpu_use_avx2() ? ops__silu_mul_avx2(g, u, n) : 0;
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 void ops_gelu_mul(float *g, const float *u, int64_t n) {
     const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    for (int64_t i = tl_cpu_has_avx2_fma() ? ops__gelu_mul_avx2(g, u, n) : 0; i < n; i++) {
+    for (int64_t i = tl_cpu_use_avx2() ? ops__gelu_mul_avx2(g, u, n) : 0; i < n; i++) {
         const float x = g[i];
         g[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
     }
@@ -73,7 +73,7 @@ void ops_gelu_mul(float *g, const float *u, int64_t n) {
 
 void ops_gelu(float *x, int64_t n) {
     const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    for (int64_t i = tl_cpu_has_avx2_fma() ? ops__gelu_avx2(x, n) : 0; i < n; i++) {
+    for (int64_t i = tl_cpu_use_avx2() ? ops__gelu_avx2(x, n) : 0; i < n; i++) {
         const float v = x[i];
         x[i] = 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
     }

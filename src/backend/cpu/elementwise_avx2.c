@@ -1,6 +1,6 @@
 /* backend/cpu/elementwise_avx2: the FFN activations 8 floats at a time
  * (compiled with -mavx2 -mfma; elementwise.c calls them after
- * tl_cpu_has_avx2_fma() and does the tail). libm's tanhf/expm1f per
+ * tl_cpu_use_avx2() and does the tail). libm's tanhf/expm1f per
  * element were 9% of a Gemma-3 prompt and expf 3% of a SmolLM2 one
  * (perf, 2026-11-30). Each returns how many elements it did (a multiple
  * of 8). Owns: nothing. Calls: base/vmath_avx2.h. */

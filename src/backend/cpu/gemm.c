@@ -23,11 +23,11 @@ void gemm_q5_1_1x1_avx2(int64_t n, float *s, const void *w, const uint8_t *y, co
 void gemm_f16_1x4_avx2(int64_t n, float *s, const uint16_t *w, const float *y, size_t y_stride);
 void gemm_f16_1x1_avx2(int64_t n, float *s, const uint16_t *w, const float *y);
 
-gemm_f16_1x4_fn gemm_get_f16_1x4(void) { return tl_cpu_has_avx2_fma() ? gemm_f16_1x4_avx2 : 0; }
-gemm_f16_1x1_fn gemm_get_f16_1x1(void) { return tl_cpu_has_avx2_fma() ? gemm_f16_1x1_avx2 : 0; }
+gemm_f16_1x4_fn gemm_get_f16_1x4(void) { return tl_cpu_use_avx2() ? gemm_f16_1x4_avx2 : 0; }
+gemm_f16_1x1_fn gemm_get_f16_1x1(void) { return tl_cpu_use_avx2() ? gemm_f16_1x1_avx2 : 0; }
 
 gemm_1x4_fn gemm_get_1x4(tl_type t) {
-    if (!tl_cpu_has_avx2_fma()) return 0;
+    if (!tl_cpu_use_avx2()) return 0;
     switch (t) {
     case TL_TYPE_Q4_0: return gemm_q4_0_1x4_avx2;
     case TL_TYPE_Q4_1: return gemm_q4_1_1x4_avx2;
@@ -46,7 +46,7 @@ gemm_1x4_fn gemm_get_1x4(tl_type t) {
 }
 
 gemm_1x1_fn gemm_get_1x1(tl_type t) {
-    if (!tl_cpu_has_avx2_fma()) return 0;
+    if (!tl_cpu_use_avx2()) return 0;
     switch (t) {
     case TL_TYPE_Q5_0: return gemm_q5_0_1x1_avx2;
     case TL_TYPE_Q5_1: return gemm_q5_1_1x1_avx2;

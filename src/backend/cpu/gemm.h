@@ -17,6 +17,7 @@
 #ifndef TL_BACKEND_CPU_GEMM_H
 #define TL_BACKEND_CPU_GEMM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,5 +55,30 @@ gemm_f16_1x4_fn gemm_get_f16_1x4(void);
 gemm_f16_1x1_fn gemm_get_f16_1x1(void);
 /* y[i] = x[i] rounded to f16 and widened back (AVX2 only; see the getters) */
 void gemm_round_f16_avx2(const float *x, float *y, int64_t n);
+
+/* Weight panels (AVX-512 VNNI prefill). GEMM_PANEL rows of a 32-block
+ * type are repacked into a panel whose block i holds, for each group of 4
+ * elements (8 groups), those 4 quants of all GEMM_PANEL rows side by side:
+ * q[i][g][r][0..4) as unsigned bytes (signed types stored as q + 128), then
+ * the rows' float scales d[i][r] and, for the types with a min (Q4_1,
+ * Q5_1), m[i][r]. One vpdpbusd of a panel vector with 4 activation quants
+ * broadcast then adds 4 products to each of the 16 rows' sums: no
+ * horizontal reduction. Rows past the end of the matrix are zero. */
+#define GEMM_PANEL 16
+/* bytes of one panel for rows of k elements (64-byte multiple) */
+size_t gemm_panel_bytes(int64_t k);
+/* whether weight type t has a panel form (and this CPU runs it) */
+bool gemm_panel_ok(tl_type t);
+/* pack nrows (<= GEMM_PANEL) rows of type t, row_bytes apart, into panel
+ * (panel 64-byte aligned) */
+void gemm_panel_pack_avx512(tl_type t, const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel);
+/* per activation row and block: (d, c) with c = 128 * sum(q) for Q8_0 (the
+ * q + 128 correction) or s = d * sum(q) as stored for Q8_1; ds1 [n/32][2] */
+void gemm_panel_prep(tl_type at, int64_t n, const uint8_t *y, float *ds1);
+/* out[j * ldo + r] = dot(row r, token j) for j < m, r < nrows; token j's
+ * activations at y + j * ys (type at: Q8_0 or Q8_1), its table at
+ * ds + j * (k / 32) * 2 */
+void gemm_panel_run_avx512(tl_type t, int64_t k, const uint8_t *panel, const uint8_t *y, size_t ys, const float *ds,
+                           int64_t m, int nrows, float *out, int64_t ldo);
 
 #endif

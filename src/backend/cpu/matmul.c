@@ -14,6 +14,8 @@
 
 #define MM_ROW_BLOCK 16
 #define MM_TOK_BLOCK 32
+/* fewest tokens for which packing weight panels pays */
+#define MM_PANEL_MIN_M 12
 
 typedef struct mm_task {
     int n_w;
@@ -29,6 +31,9 @@ typedef struct mm_task {
     bool g4;              /* every weight has a 1x4 kernel for its type */
     bool g1;              /* m < 4 and every weight has a 1x1 kernel: gscale holds [m][k/32][2] */
     bool f16_gemm;        /* F16 weights, xq holds f16-rounded f32 activations */
+    bool panel;           /* every weight has a panel form: gscale holds [m][k/32][2] panel tables */
+    uint8_t *panels;      /* [n_threads][panel_stride] */
+    size_t panel_stride;
     int64_t k;
     int64_t m;
 } mm_task;
@@ -41,9 +46,11 @@ static void mm_convert_task(void *arg, int ith, int nth) {
     const int64_t n_groups = (t->m + 3) / 4, nb = t->k / 32;
     for (int64_t g = ith; g < n_groups; g += nth) {
         int64_t j0 = 4 * g, j1 = j0 + 4 < t->m ? j0 + 4 : t->m;
-        for (int64_t j = j0; j < j1; j++)
+        for (int64_t j = j0; j < j1; j++) {
             qk->from_float(t->x + j * t->k, (uint8_t *)t->xq + (size_t)j * t->xrow, t->k);
-        if (t->gscale && j1 - j0 == 4)
+            if (t->panel) gemm_panel_prep(qk->type, t->k, t->xq + (size_t)j * t->xrow, t->gscale + j * nb * 2);
+        }
+        if (!t->panel && t->gscale && j1 - j0 == 4)
             gemm_prep_scales(qk->type, t->k, t->xq + (size_t)j0 * t->xrow, t->xrow, t->gscale + g * nb * 8);
     }
 }
@@ -82,9 +89,23 @@ static void mm_rows_f16(const mm_task *t, int wi, int64_t r0, int64_t r1) {
     }
 }
 
-static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1) {
+/* panel path: each 16 weight rows packed once, then run against every token */
+static void mm_rows_panel(const mm_task *t, int wi, int64_t r0, int64_t r1, uint8_t *panel) {
+    const tl_tensor *w = t->w[wi];
+    for (int64_t rb = r0; rb < r1; rb += GEMM_PANEL) {
+        const int nr = (int)(rb + GEMM_PANEL < r1 ? GEMM_PANEL : r1 - rb);
+        gemm_panel_pack_avx512(w->type, (const uint8_t *)w->data + (size_t)rb * w->nb[1], w->nb[1], nr, t->k, panel);
+        gemm_panel_run_avx512(w->type, t->k, panel, t->xq, t->xrow, t->gscale, t->m, nr, t->y[wi] + rb, t->ldy[wi]);
+    }
+}
+
+static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1, int ith) {
     if (t->f16_gemm) {
         mm_rows_f16(t, wi, r0, r1);
+        return;
+    }
+    if (t->panel) {
+        mm_rows_panel(t, wi, r0, r1, t->panels + (size_t)ith * t->panel_stride);
         return;
     }
     const tl_tensor *w = t->w[wi];
@@ -136,7 +157,7 @@ static void mm_dot_task(void *arg, int ith, int nth) {
     for (int wi = 0; wi < t->n_w && g0 < g1; wi++) {
         int64_t lo = t->row_start[wi], hi = t->row_start[wi + 1];
         int64_t a = g0 > lo ? g0 : lo, b = g1 < hi ? g1 : hi;
-        if (a < b) mm_rows(t, wi, a - lo, b - lo);
+        if (a < b) mm_rows(t, wi, a - lo, b - lo, ith);
     }
 }
 
@@ -209,15 +230,26 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
         bool g4 = m >= 4 && (vt == TL_TYPE_Q8_K || (q8 && t.k % 32 == 0 &&
                                                     (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n));
         for (int i = 0; i < n_w && g4; i++) g4 = gemm_get_1x4(ws[i]->type) != NULL;
+        /* enough tokens to spread a panel's packing over: the panel kernel */
+        bool panel = m >= MM_PANEL_MIN_M && q8 && t.k % 32 == 0 && c->panel &&
+                     gemm_panel_bytes(t.k) <= c->panel_stride &&
+                     (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
+        for (int i = 0; i < n_w && panel; i++) panel = gemm_panel_ok(ws[i]->type);
+        if (panel) {
+            g4 = false;
+            t.panel = true;
+            t.panels = c->panel;
+            t.panel_stride = c->panel_stride;
+        }
         t.g4 = g4;
         /* fewer than 4 tokens (decode): the 1x1 kernels, with a per-token table */
         bool g1 = m < 4 && q8 && t.k % 32 == 0 && (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
         for (int i = 0; i < n_w && g1; i++) g1 = gemm_get_1x1(ws[i]->type) != NULL;
         t.g1 = g1;
-        t.gscale = (g4 && q8) || g1 ? c->gscale : NULL;
+        t.gscale = (g4 && q8) || g1 || panel ? c->gscale : NULL;
         mm_task ct = t;
         ct.qk[0] = conv;
-        if (m == 1)
+        if (m == 1 && !panel)
             conv->from_float(x, c->wbuf, t.k);
         else
             tl_threadpool_run(c->tp, mm_convert_task, &ct);

@@ -1,0 +1,162 @@
+/* AVX-512 VNNI body of the panel prefill kernel (see gemm.h).
+ *
+ * Per block of 32 elements and 4 tokens: the panel's 8 vectors (4 quants
+ * of each of 16 rows) are loaded once; each token's 8 groups of 4 quants
+ * are broadcast and multiplied in by vpdpbusd, two accumulators per token
+ * so the dependency chains stay short. The integer sums are exact; the
+ * signed types' q + 128 storage is undone by subtracting 128 * sum(y) in
+ * int32, then one convert and one FMA by the 16 rows' d_w times the
+ * token's d_y scale them; Q4_1 / Q5_1 add m_w * s_y. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/cpu/gemm.h"
+#include "quant/quant_internal.h"
+
+/* Packing. Each row's block becomes 32 unsigned bytes in element order
+ * (signed types + 128, which for int8 is a flip of the top bit); 8 rows'
+ * blocks are then transposed as an 8 x 8 matrix of 4-byte groups, so that
+ * group g of rows 0..7 and of rows 8..15 form panel vector g. Packing is
+ * per matmul call, into per-thread scratch: a panel serves every token of
+ * the batch, and the model keeps a single copy of its weights. */
+
+/* 32 bits -> 32 bytes, byte j = 0x10 where bit j is set (Q5 high bits) */
+static inline __m256i p_hbits(const uint8_t *qh) {
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    return _mm256_maskz_mov_epi8(bits, _mm256_set1_epi8(0x10));
+}
+
+static inline __m256i p_nibbles(const uint8_t *qs) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+}
+
+/* row block as 32 panel bytes, and its d (and m) */
+static inline __m256i p_block(tl_type t, const uint8_t *row, int64_t i, float *d, float *m) {
+    const __m256i top = _mm256_set1_epi8((char)0x80);
+    switch (t) {
+    case TL_TYPE_Q4_0: {
+        const blk_q4_0 *b = (const blk_q4_0 *)row + i;
+        *d = _cvtsh_ss(b->d);
+        return _mm256_add_epi8(p_nibbles(b->qs), _mm256_set1_epi8(120));
+    }
+    case TL_TYPE_IQ4_NL: {
+        const blk_iq4_nl *b = (const blk_iq4_nl *)row + i;
+        const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+        *d = _cvtsh_ss(b->d);
+        return _mm256_xor_si256(_mm256_shuffle_epi8(lut, p_nibbles(b->qs)), top);
+    }
+    case TL_TYPE_Q4_1: {
+        const blk_q4_1 *b = (const blk_q4_1 *)row + i;
+        *d = _cvtsh_ss(b->d);
+        *m = _cvtsh_ss(b->m);
+        return p_nibbles(b->qs);
+    }
+    case TL_TYPE_Q5_0: {
+        const blk_q5_0 *b = (const blk_q5_0 *)row + i;
+        *d = _cvtsh_ss(b->d);
+        return _mm256_add_epi8(_mm256_or_si256(p_nibbles(b->qs), p_hbits(b->qh)), _mm256_set1_epi8(112));
+    }
+    case TL_TYPE_Q5_1: {
+        const blk_q5_1 *b = (const blk_q5_1 *)row + i;
+        *d = _cvtsh_ss(b->d);
+        *m = _cvtsh_ss(b->m);
+        return _mm256_or_si256(p_nibbles(b->qs), p_hbits(b->qh));
+    }
+    default: { /* Q8_0 */
+        const blk_q8_0 *b = (const blk_q8_0 *)row + i;
+        *d = _cvtsh_ss(b->d);
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), top);
+    }
+    }
+}
+
+/* 8 x 8 transpose of 32-bit elements: r[j] (row j) -> r[g] (group g) */
+static inline void p_transpose8(__m256i r[8]) {
+    __m256i a[8], b[8];
+    for (int j = 0; j < 8; j += 2) {
+        a[j] = _mm256_unpacklo_epi32(r[j], r[j + 1]);
+        a[j + 1] = _mm256_unpackhi_epi32(r[j], r[j + 1]);
+    }
+    for (int j = 0; j < 8; j += 4) {
+        b[j] = _mm256_unpacklo_epi64(a[j], a[j + 2]);
+        b[j + 1] = _mm256_unpackhi_epi64(a[j], a[j + 2]);
+        b[j + 2] = _mm256_unpacklo_epi64(a[j + 1], a[j + 3]);
+        b[j + 3] = _mm256_unpackhi_epi64(a[j + 1], a[j + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2x128_si256(b[j], b[j + 4], 0x20);
+        r[j + 4] = _mm256_permute2x128_si256(b[j], b[j + 4], 0x31);
+    }
+}
+
+void gemm_panel_pack_avx512(tl_type t, const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel) {
+    const int64_t nb = k / QK;
+    float *pd = (float *)(panel + (size_t)nb * 8 * GEMM_PANEL * 4), *pm = pd + nb * GEMM_PANEL;
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i h[2][8];
+        for (int r = 0; r < GEMM_PANEL; r++) {
+            float d = 0.0f, m = 0.0f;
+            h[r / 8][r % 8] = r < nrows ? p_block(t, w + (size_t)r * row_bytes, i, &d, &m) : _mm256_setzero_si256();
+            pd[i * GEMM_PANEL + r] = d;
+            pm[i * GEMM_PANEL + r] = m;
+        }
+        p_transpose8(h[0]);
+        p_transpose8(h[1]);
+        __m512i *pq = (__m512i *)(panel + (size_t)i * 8 * GEMM_PANEL * 4);
+        for (int g = 0; g < 8; g++) _mm512_store_si512(pq + g, _mm512_inserti64x4(_mm512_castsi256_si512(h[0][g]), h[1][g], 1));
+    }
+}
+
+/* ---- the kernel ---- */
+
+static inline __m512i bcast4(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* NT tokens (1..4) from token j0: 16 outputs each */
+static inline void panel_tokens(int nt, int64_t nb, bool has_min, bool sgn, const uint8_t *panel, const uint8_t *y,
+                                size_t ys, size_t yb, size_t yo, const float *ds, int64_t dsj, int nrows, float *out,
+                                int64_t ldo) {
+    const float *pd = (const float *)(panel + (size_t)nb * 8 * GEMM_PANEL * 4), *pm = pd + nb * GEMM_PANEL;
+    __m512 f[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++) {
+        const __m512i *pq = (const __m512i *)(panel + (size_t)i * 8 * GEMM_PANEL * 4);
+        __m512i w[8];
+        for (int g = 0; g < 8; g++) w[g] = _mm512_load_si512(pq + g);
+        const __m512 dw = _mm512_loadu_ps(pd + i * GEMM_PANEL);
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *q = y + (size_t)t * ys + (size_t)i * yb + yo;
+            __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+            for (int g = 0; g < 8; g += 2) {
+                a0 = _mm512_dpbusd_epi32(a0, w[g], bcast4(q + 4 * g));
+                a1 = _mm512_dpbusd_epi32(a1, w[g + 1], bcast4(q + 4 * g + 4));
+            }
+            __m512i s = _mm512_add_epi32(a0, a1);
+            const float *dj = ds + t * dsj + 2 * i;
+            if (sgn) s = _mm512_sub_epi32(s, _mm512_set1_epi32((int32_t)dj[1]));
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(dj[0])), f[t]);
+            if (has_min) f[t] = _mm512_fmadd_ps(_mm512_loadu_ps(pm + i * GEMM_PANEL), _mm512_set1_ps(dj[1]), f[t]);
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nrows) - 1);
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(out + t * ldo, keep, f[t]);
+}
+
+void gemm_panel_run_avx512(tl_type t, int64_t k, const uint8_t *panel, const uint8_t *y, size_t ys, const float *ds,
+                           int64_t m, int nrows, float *out, int64_t ldo) {
+    const int64_t nb = k / QK;
+    const bool has_min = t == TL_TYPE_Q4_1 || t == TL_TYPE_Q5_1;
+    const size_t yb = has_min ? sizeof(blk_q8_1) : sizeof(blk_q8_0);
+    const size_t yo = has_min ? offsetof(blk_q8_1, qs) : offsetof(blk_q8_0, qs);
+    int64_t j = 0;
+    for (; j + 4 <= m; j += 4)
+        panel_tokens(4, nb, has_min, !has_min, panel, y + (size_t)j * ys, ys, yb, yo, ds + j * nb * 2, nb * 2, nrows,
+                     out + j * ldo, ldo);
+    if (j < m)
+        panel_tokens((int)(m - j), nb, has_min, !has_min, panel, y + (size_t)j * ys, ys, yb, yo, ds + j * nb * 2, nb * 2,
+                     nrows, out + j * ldo, ldo);
+}

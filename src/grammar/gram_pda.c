@@ -1,0 +1,356 @@
+/* grammar/gram_pda: stack nodes, state interning and lazy transitions (see
+ * gram_pda.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/gram_pda.h"
+#include "grammar/gram_vocab.h"
+
+static tl_status gm_nomem(void) { return tl_err(TL_ERR_NOMEM, "grammar: out of memory"); }
+
+static uint32_t gm_mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+/* Partition the bytes: two bytes share a class when every byte set of the
+ * grammar contains both or neither. */
+static void gm_classes(gm_pda *p) {
+    memset(p->cls, 0, sizeof p->cls);
+    int32_t n = 1;
+    int16_t map[512];
+    for (int32_t s = 0; s < p->g->n_sets; s++) {
+        for (int i = 0; i < 512; i++) map[i] = -1;
+        int32_t m = 0;
+        uint8_t next[256];
+        for (int b = 0; b < 256; b++) {
+            int key = p->cls[b] * 2 + gbnf_set_has(p->g, s, (uint8_t)b);
+            if (map[key] < 0) map[key] = (int16_t)m++;
+            next[b] = (uint8_t)map[key];
+        }
+        memcpy(p->cls, next, sizeof next);
+        n = m;
+    }
+    p->n_cls = n;
+    for (int b = 255; b >= 0; b--) p->rep[p->cls[b]] = (uint8_t)b;
+}
+
+static tl_status gm_node_rehash(gm_pda *p, int32_t cap) {
+    int32_t *h = malloc((size_t)cap * sizeof *h);
+    if (!h) return gm_nomem();
+    memset(h, 0xff, (size_t)cap * sizeof *h);
+    for (int32_t i = 0; i < p->n_nodes; i++) {
+        uint32_t k = gm_mix((uint64_t)(uint32_t)p->npos[i] << 32 | (uint32_t)p->npar[i]) & (uint32_t)(cap - 1);
+        while (h[k] >= 0) k = (k + 1) & (uint32_t)(cap - 1);
+        h[k] = i;
+    }
+    free(p->nhash);
+    p->nhash = h;
+    p->nhash_cap = cap;
+    return TL_OK;
+}
+
+/* The node (pos, parent), made if new. */
+static tl_status gm_node(gm_pda *p, int32_t pos, int32_t par, int32_t *out) {
+    uint32_t k = gm_mix((uint64_t)(uint32_t)pos << 32 | (uint32_t)par) & (uint32_t)(p->nhash_cap - 1);
+    for (int32_t i; (i = p->nhash[k]) >= 0; k = (k + 1) & (uint32_t)(p->nhash_cap - 1))
+        if (p->npos[i] == pos && p->npar[i] == par) {
+            *out = i;
+            return TL_OK;
+        }
+    if (p->n_nodes >= GM_MAX_NODES)
+        return tl_err(TL_ERR_FULL, "grammar: more than %d parser stack nodes (nesting too deep)", GM_MAX_NODES);
+    if (p->n_nodes == p->cap_nodes) {
+        int32_t nc = p->cap_nodes * 2;
+        int32_t *a = realloc(p->npos, (size_t)nc * sizeof *a);
+        if (!a) return gm_nomem();
+        p->npos = a;
+        if (!(a = realloc(p->npar, (size_t)nc * sizeof *a))) return gm_nomem();
+        p->npar = a;
+        if (!(a = realloc(p->nseen, (size_t)nc * sizeof *a))) return gm_nomem();
+        p->nseen = a;
+        memset(p->nseen + p->cap_nodes, 0, (size_t)(nc - p->cap_nodes) * sizeof *a);
+        p->cap_nodes = nc;
+    }
+    int32_t id = p->n_nodes++;
+    p->npos[id] = pos;
+    p->npar[id] = par;
+    p->nhash[k] = id;
+    *out = id;
+    if (p->n_nodes * 2 > p->nhash_cap) return gm_node_rehash(p, p->nhash_cap * 2);
+    return TL_OK;
+}
+
+static tl_status gm_push(int32_t **v, int32_t *cap, int32_t n, int32_t x) {
+    if (n == *cap) {
+        int32_t nc = *cap * 2;
+        int32_t *a = realloc(*v, (size_t)nc * sizeof *a);
+        if (!a) return gm_nomem();
+        *v = a;
+        *cap = nc;
+    }
+    (*v)[n] = x;
+    return TL_OK;
+}
+
+/* Expand node x into the stacks whose top is a byte set, appending them to
+ * outl (n_out) and setting *acc if the start rule can end. Iterative: chains
+ * of rules can be as deep as the grammar is large. */
+static tl_status gm_expand(gm_pda *p, int32_t x, int32_t *n_out, bool *acc) {
+    const gbnf *g = p->g;
+    int32_t nw = 0;
+    tl_status s = gm_push(&p->work, &p->cap_work, nw++, x);
+    while (!s && nw) {
+        x = p->work[--nw];
+        if (x < 0) {
+            *acc = true;
+            continue;
+        }
+        if (p->nseen[x] == p->gen) continue;
+        p->nseen[x] = p->gen;
+        int32_t pos = p->npos[x], e = g->elems[pos];
+        if (e >= 0) {
+            if (*n_out >= GM_MAX_STACKS)
+                return tl_err(TL_ERR_FULL, "grammar: more than %d parses alive at once (grammar too ambiguous)",
+                              GM_MAX_STACKS);
+            s = gm_push(&p->outl, &p->cap_out, (*n_out)++, x);
+        } else if (e == GB_END) {
+            s = gm_push(&p->work, &p->cap_work, nw++, p->npar[x]);
+        } else {
+            int32_t r = GB_REF_RULE(e), cont = p->npar[x];
+            /* a reference in tail position returns straight to the parent */
+            if (g->elems[pos + 1] != GB_END) s = gm_node(p, pos + 1, cont, &cont);
+            for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1] && !s; a++) {
+                int32_t y;
+                if (!(s = gm_node(p, g->alts[a], cont, &y))) s = gm_push(&p->work, &p->cap_work, nw++, y);
+            }
+        }
+    }
+    return s;
+}
+
+static int gm_cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint32_t gm_state_hash(const int32_t *v, int32_t n, bool acc) {
+    uint64_t h = acc ? 0x9e3779b97f4a7c15ull : 7;
+    for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)v[i]) * 0x100000001b3ull;
+    return gm_mix(h);
+}
+
+static tl_status gm_state_rehash(gm_pda *p, int32_t cap) {
+    int32_t *h = malloc((size_t)cap * sizeof *h);
+    if (!h) return gm_nomem();
+    memset(h, 0xff, (size_t)cap * sizeof *h);
+    for (int32_t i = 0; i < p->n_states; i++) {
+        uint32_t k = gm_state_hash(p->pool + p->s_off[i], p->s_len[i], p->s_acc[i]) & (uint32_t)(cap - 1);
+        while (h[k] >= 0) k = (k + 1) & (uint32_t)(cap - 1);
+        h[k] = i;
+    }
+    free(p->shash);
+    p->shash = h;
+    p->shash_cap = cap;
+    return TL_OK;
+}
+
+/* The state of the stacks outl[0..n) (sorted here) and acc, made if new;
+ * GM_DEAD when there are none and the root cannot end. */
+static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
+    if (!n && !acc) {
+        *out = GM_DEAD;
+        return TL_OK;
+    }
+    int32_t *v = p->outl;
+    qsort(v, (size_t)n, sizeof *v, gm_cmp_i32);
+    uint32_t k = gm_state_hash(v, n, acc) & (uint32_t)(p->shash_cap - 1);
+    for (int32_t i; (i = p->shash[k]) >= 0; k = (k + 1) & (uint32_t)(p->shash_cap - 1))
+        if (p->s_len[i] == n && p->s_acc[i] == acc && !memcmp(p->pool + p->s_off[i], v, (size_t)n * sizeof *v)) {
+            *out = i;
+            return TL_OK;
+        }
+    if (p->n_states == p->cap_states) {
+        int32_t nc = p->cap_states * 2;
+        int32_t *a;
+        if (!(a = realloc(p->s_off, (size_t)nc * sizeof *a))) return gm_nomem();
+        p->s_off = a;
+        if (!(a = realloc(p->s_len, (size_t)nc * sizeof *a))) return gm_nomem();
+        p->s_len = a;
+        uint8_t *b = realloc(p->s_acc, (size_t)nc);
+        if (!b) return gm_nomem();
+        p->s_acc = b;
+        if (!(a = realloc(p->trans, (size_t)nc * (size_t)p->n_cls * sizeof *a))) return gm_nomem();
+        p->trans = a;
+        uint64_t(*l)[4] = realloc(p->loop, (size_t)nc * sizeof *l);
+        if (!l) return gm_nomem();
+        p->loop = l;
+        if (!(b = realloc(p->loop_ok, (size_t)nc))) return gm_nomem();
+        p->loop_ok = b;
+        p->cap_states = nc;
+    }
+    if (p->n_pool + n > p->cap_pool) {
+        int64_t nc = p->cap_pool * 2;
+        while (nc < p->n_pool + n) nc *= 2;
+        int32_t *a = realloc(p->pool, (size_t)nc * sizeof *a);
+        if (!a) return gm_nomem();
+        p->pool = a;
+        p->cap_pool = nc;
+    }
+    int32_t id = p->n_states++;
+    p->s_off[id] = (int32_t)p->n_pool;
+    p->s_len[id] = n;
+    p->s_acc[id] = acc;
+    p->loop_ok[id] = 0;
+    memcpy(p->pool + p->n_pool, v, (size_t)n * sizeof *v);
+    p->n_pool += n;
+    for (int32_t c = 0; c < p->n_cls; c++) p->trans[(int64_t)id * p->n_cls + c] = GM_UNKNOWN;
+    p->shash[k] = id;
+    *out = id;
+    if (p->n_states * 2 > p->shash_cap) return gm_state_rehash(p, p->shash_cap * 2);
+    return TL_OK;
+}
+
+tl_status gm_pda_init(gm_pda *p, const gbnf *g) {
+    memset(p, 0, sizeof *p);
+    p->g = g;
+    gm_classes(p);
+    p->cap_nodes = 1024, p->cap_states = 256, p->cap_pool = 4096, p->cap_work = 256, p->cap_out = 256;
+    p->npos = malloc(1024 * sizeof(int32_t));
+    p->npar = malloc(1024 * sizeof(int32_t));
+    p->nseen = calloc(1024, sizeof(int32_t));
+    p->s_off = malloc(256 * sizeof(int32_t));
+    p->s_len = malloc(256 * sizeof(int32_t));
+    p->s_acc = malloc(256);
+    p->trans = malloc(256 * (size_t)p->n_cls * sizeof(int32_t));
+    p->loop = malloc(256 * sizeof *p->loop);
+    p->loop_ok = malloc(256);
+    p->pool = malloc(4096 * sizeof(int32_t));
+    p->work = malloc(256 * sizeof(int32_t));
+    p->outl = malloc(256 * sizeof(int32_t));
+    if (!p->npos || !p->npar || !p->nseen || !p->s_off || !p->s_len || !p->s_acc || !p->trans || !p->loop || !p->loop_ok || !p->pool ||
+        !p->work || !p->outl) {
+        gm_pda_free(p);
+        return gm_nomem();
+    }
+    tl_status s = gm_node_rehash(p, 2048);
+    if (!s) s = gm_state_rehash(p, 512);
+    if (s) gm_pda_free(p);
+    return s;
+}
+
+void gm_pda_free(gm_pda *p) {
+    free(p->npos), free(p->npar), free(p->nseen), free(p->nhash);
+    free(p->s_off), free(p->s_len), free(p->s_acc), free(p->pool), free(p->trans), free(p->shash);
+    free(p->loop), free(p->loop_ok);
+    free(p->work), free(p->outl);
+    memset(p, 0, sizeof *p);
+}
+
+tl_status gm_pda_start(gm_pda *p, int32_t *out) {
+    const gbnf *g = p->g;
+    int32_t n = 0;
+    bool acc = false;
+    p->gen++;
+    tl_status s = TL_OK;
+    for (int32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1] && !s; a++) {
+        int32_t x;
+        if (!(s = gm_node(p, g->alts[a], -1, &x))) s = gm_expand(p, x, &n, &acc);
+    }
+    return s ? s : gm_state(p, n, acc, out);
+}
+
+tl_status gm_pda_step(gm_pda *p, int32_t st, int32_t c, int32_t *out) {
+    const gbnf *g = p->g;
+    uint8_t b = p->rep[c];
+    int32_t n = 0;
+    bool acc = false;
+    p->gen++;
+    tl_status s = TL_OK;
+    /* the state's stacks are read from the pool, which gm_state may move:
+     * index it afresh each time */
+    for (int32_t i = 0; i < p->s_len[st] && !s; i++) {
+        int32_t x = p->pool[p->s_off[st] + i];
+        int32_t pos = p->npos[x];
+        if (!gbnf_set_has(g, g->elems[pos], b)) continue;
+        int32_t y = p->npar[x];
+        if (g->elems[pos + 1] != GB_END) s = gm_node(p, pos + 1, y, &y);
+        if (!s) s = gm_expand(p, y, &n, &acc);
+    }
+    if (!s) s = gm_state(p, n, acc, out);
+    if (!s) p->trans[(int64_t)st * p->n_cls + c] = *out;
+    return s;
+}
+
+tl_status gm_pda_loops(gm_pda *p, int32_t st, const uint64_t **out) {
+    if (!p->loop_ok[st]) {
+        uint64_t l[4] = {0, 0, 0, 0};
+        for (int32_t c = 0; c < p->n_cls; c++) {
+            int32_t t;
+            tl_status s = gm_pda_next(p, st, p->rep[c], &t);
+            if (s) return s;
+            if (t != st) continue;
+            for (int b = 0; b < 256; b++)
+                if (p->cls[b] == c) l[b >> 6] |= 1ull << (b & 63);
+        }
+        memcpy(p->loop[st], l, sizeof l);
+        p->loop_ok[st] |= 1;
+    }
+    *out = p->loop[st];
+    return TL_OK;
+}
+
+/* Depth-first over (automaton state, decoder state) pairs from st through
+ * every well-formed multi-byte character; pairs already seen are skipped. */
+static tl_status gm_u8_walk(gm_pda *p, int32_t root, int32_t st, int u8, bool *ok) {
+    int32_t seen_t[64];
+    int seen_u[64], n_seen = 0;
+    for (int b = 0x80; b < 0x100 && *ok; b++) {
+        int u = gv_u8_step(u8, (uint8_t)b);
+        if (u == GV_U8_BAD) continue;
+        int32_t t;
+        tl_status s = gm_pda_next(p, st, (uint8_t)b, &t);
+        if (s) return s;
+        if (t == GM_DEAD || (u == 0 && t != root)) {
+            *ok = false;
+            return TL_OK;
+        }
+        if (u == 0) continue;
+        bool dup = false;
+        for (int k = 0; k < n_seen && !dup; k++) dup = seen_t[k] == t && seen_u[k] == u;
+        if (dup) continue;
+        if (n_seen < 64) seen_t[n_seen] = t, seen_u[n_seen++] = u;
+        if ((s = gm_u8_walk(p, root, t, u, ok))) return s;
+    }
+    return TL_OK;
+}
+
+tl_status gm_pda_utf8_loop(gm_pda *p, int32_t st, bool *out) {
+    if (!(p->loop_ok[st] & 2)) {
+        bool ok = true;
+        tl_status s = gm_u8_walk(p, st, st, 0, &ok);
+        if (s) return s;
+        p->loop_ok[st] |= (uint8_t)(2 | (ok ? 4 : 0));
+    }
+    *out = (p->loop_ok[st] & 4) != 0;
+    return TL_OK;
+}
+
+tl_status gm_pda_compact(gm_pda *p, int32_t st) {
+    int32_t n = p->s_len[st];
+    bool acc = p->s_acc[st];
+    if (n > p->cap_out) {
+        int32_t *a = realloc(p->outl, (size_t)n * sizeof *a);
+        if (!a) return gm_nomem();
+        p->outl = a;
+        p->cap_out = n;
+    }
+    memcpy(p->outl, p->pool + p->s_off[st], (size_t)n * sizeof *p->outl);
+    p->n_states = 0;
+    p->n_pool = 0;
+    memset(p->shash, 0xff, (size_t)p->shash_cap * sizeof *p->shash);
+    int32_t id;
+    return gm_state(p, n, acc, &id);
+}

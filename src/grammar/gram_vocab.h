@@ -1,0 +1,50 @@
+/* grammar/gram_vocab: the vocabulary trie behind token masks (see
+ * gram_vocab.c). Internal to grammar/; the handle is public as
+ * tl_grammar_vocab. */
+#ifndef TL_GRAMMAR_GRAM_VOCAB_H
+#define TL_GRAMMAR_GRAM_VOCAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+/* Token kinds: text advances a grammar by its bytes; end-of-generation is
+ * allowed where the grammar may end; the rest (other control tokens, empty
+ * or over-long text) never. */
+enum { GV_TEXT = 0, GV_EOG = 1, GV_NEVER = 2 };
+#define GV_MAX_TOKEN_BYTES 4096
+
+/* The UTF-8 decoder's states: 0 at a character boundary, GV_U8_BAD after an
+ * ill-formed byte, others in the middle of a character. */
+#define GV_U8_BAD 8
+int gv_u8_step(int st, uint8_t b);
+
+typedef struct gv_node {
+    int32_t end;          /* this node's subtree is nodes [self, end) */
+    int32_t tok_lo;       /* tokens ending here: toks[tok_lo .. tok_lo + tok_n) */
+    int32_t tok_n;
+    uint16_t depth;       /* 1 for a token's first byte */
+    uint8_t byte;
+} gv_node;
+
+struct tl_grammar_vocab {
+    int32_t n_vocab, n_text, n_nodes;
+    size_t max_len;
+    gv_node *nodes; /* preorder */
+    /* per node: the bytes anywhere strictly below it, and the first of the
+     * tokens in its subtree (they are toks[sub_lo[i] .. sub_lo[end[i]]));
+     * sub_lo has a sentinel entry at n_nodes */
+    uint64_t (*below)[4];
+    int32_t *sub_lo;
+    /* per node: bit 0 set when the node ends a whole UTF-8 character, bit 1
+     * when every token below continues it as well-formed UTF-8 (possibly
+     * cut short) */
+    uint8_t *u8_clean;
+    int32_t *toks;  /* text tokens sorted by bytes */
+    uint8_t *kind;  /* [n_vocab] */
+    char *blob;     /* the text of token i is blob[off[i] .. off[i + 1]) */
+    size_t *off;    /* [n_vocab + 1] */
+};
+
+#endif

@@ -1,0 +1,331 @@
+/* grammar/grammar: the public tl_grammar: a compiled GBNF grammar, its
+ * automaton, the current state and the token masks.
+ *
+ * A mask depends only on the automaton state, so masks are cached by state:
+ * generation revisits the same few states (inside a string, between
+ * members) over and over, and a cached mask costs nothing to compute. A new
+ * state's mask is one walk of the vocabulary trie that skips every subtree
+ * whose prefix the grammar rejects.
+ * Owns: the grammar, automaton, mask cache, trigger window. Calls: the other grammar/ files. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/gbnf.h"
+#include "grammar/gram_pda.h"
+#include "grammar/gram_vocab.h"
+#include "tallow.h"
+
+struct tl_grammar {
+    const tl_grammar_vocab *v;
+    gbnf *g;
+    gm_pda pda;
+    tl_grammar_params p;
+    int32_t cur;   /* automaton state; GM_DEAD after a forced wrong token */
+    bool ended;    /* an end-of-generation token was accepted */
+    int32_t n_words;
+    int32_t *eog;  /* end-of-generation token ids */
+    int32_t n_eog;
+    int32_t *stk;  /* walk: state by trie depth */
+    /* mask cache: slot of state s is mslot[s] (-1 none) */
+    int32_t *mslot;
+    int32_t cap_mslot;
+    uint32_t *masks;
+    int32_t n_masks, max_masks;
+    uint32_t *scratch; /* a mask not cached (cache of one slot full) */
+    /* lazy activation */
+    char **trig;
+    size_t *trig_len;
+    int32_t n_trig;
+    size_t max_trig;
+    bool active;
+    char *win; /* the last max_trig - 1 bytes accepted while inactive, then room for a token */
+    size_t win_n;
+};
+
+tl_grammar_params tl_grammar_default_params(void) {
+    tl_grammar_params p;
+    p.mask_cache_bytes = 32u << 20;
+    p.max_states = 65536;
+    return p;
+}
+
+static tl_status gr_nomem(void) { return tl_err(TL_ERR_NOMEM, "grammar: out of memory"); }
+
+void tl_grammar_free(tl_grammar *g) {
+    if (!g) return;
+    gm_pda_free(&g->pda);
+    gbnf_free(g->g);
+    free(g->eog), free(g->stk), free(g->mslot), free(g->masks), free(g->scratch);
+    for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
+    free(g->trig), free(g->trig_len), free(g->win);
+    free(g);
+}
+
+static void gr_cache_clear(tl_grammar *g) {
+    for (int32_t i = 0; i < g->cap_mslot; i++) g->mslot[i] = -1;
+    g->n_masks = 0;
+}
+
+static tl_status gr_start(tl_grammar *g, int32_t *out) { return gm_pda_start(&g->pda, out); }
+
+tl_status tl_grammar_init(const tl_grammar_vocab *v, const char *text, size_t len, const char *root,
+                          const tl_grammar_params *params, tl_grammar **out) {
+    *out = NULL;
+    if (!v || !text) return tl_err(TL_ERR_INVALID, "grammar: NULL vocabulary or text");
+    tl_grammar_params p = params ? *params : tl_grammar_default_params();
+    if (p.max_states < 16) return tl_err(TL_ERR_INVALID, "grammar: max_states %d below 16", p.max_states);
+    tl_grammar *g = calloc(1, sizeof *g);
+    if (!g) return gr_nomem();
+    g->v = v;
+    g->p = p;
+    g->active = true;
+    tl_status s = gbnf_parse(text, len, root, &g->g);
+    if (!s) s = gm_pda_init(&g->pda, g->g);
+    if (s) {
+        tl_grammar_free(g);
+        return s;
+    }
+    g->n_words = (v->n_vocab + 31) / 32;
+    size_t mask_bytes = (size_t)g->n_words * 4;
+    g->max_masks = (int32_t)(p.mask_cache_bytes / mask_bytes > 1 << 20 ? 1 << 20 : p.mask_cache_bytes / mask_bytes);
+    g->eog = malloc(((size_t)v->n_vocab + 1) * sizeof *g->eog);
+    g->stk = malloc((v->max_len + 2) * sizeof *g->stk);
+    g->scratch = malloc(mask_bytes);
+    if (!g->eog || !g->stk || !g->scratch) {
+        tl_grammar_free(g);
+        return gr_nomem();
+    }
+    for (int32_t i = 0; i < v->n_vocab; i++)
+        if (v->kind[i] == GV_EOG) g->eog[g->n_eog++] = i;
+    if ((s = gr_start(g, &g->cur))) {
+        tl_grammar_free(g);
+        return s;
+    }
+    if (g->cur == GM_DEAD) {
+        tl_grammar_free(g);
+        return tl_err(TL_ERR_FORMAT, "grammar: the start rule matches nothing");
+    }
+    *out = g;
+    return TL_OK;
+}
+
+void tl_grammar_reset(tl_grammar *g) {
+    int32_t st;
+    g->ended = false;
+    g->active = g->n_trig == 0;
+    g->win_n = 0;
+    if (gr_start(g, &st) == TL_OK) g->cur = st;
+}
+
+bool tl_grammar_is_active(const tl_grammar *g) { return g->active; }
+bool tl_grammar_can_end(const tl_grammar *g) { return !g->active || (!g->ended && gm_pda_accepting(&g->pda, g->cur)); }
+bool tl_grammar_ended(const tl_grammar *g) { return g->ended; }
+
+/* Keep the automaton and the cache bounded: past max_states, rebuild from
+ * the current state alone. */
+static tl_status gr_bound(tl_grammar *g) {
+    if (g->cur < 0 || g->pda.n_states <= g->p.max_states) return TL_OK;
+    tl_status s = gm_pda_compact(&g->pda, g->cur);
+    if (s) return s;
+    g->cur = 0;
+    gr_cache_clear(g);
+    return TL_OK;
+}
+
+/* The trie walk: every text token whose bytes the automaton accepts from
+ * state st, plus end-of-generation tokens where the grammar may end. */
+/* Subtrees smaller than this are walked node by node. */
+#define GR_BULK_MIN 1
+
+/* Whether node i's whole subtree is accepted from state t: every ASCII byte
+ * below loops on t and, if there are non-ASCII bytes below, node i ends a
+ * character, the tokens below are well-formed UTF-8 and every character
+ * loops on t. Then *hi extends the node's tokens to the subtree's and the walk
+ * moves to its end; else the walk moves to the first child. */
+static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t, int32_t *hi, int32_t *next) {
+    const tl_grammar_vocab *v = g->v;
+    const uint64_t *l, *b = v->below[i];
+    tl_status s = gm_pda_loops(&g->pda, t, &l);
+    if (s) return s;
+    bool in = !(b[0] & ~l[0]) && !(b[1] & ~l[1]);
+    if (in && (b[2] | b[3])) {
+        bool u8 = false;
+        if ((v->u8_clean[i] & 1) && (s = gm_pda_utf8_loop(&g->pda, t, &u8))) return s;
+        in = u8;
+    }
+    if (in) {
+        *hi = v->sub_lo[v->nodes[i].end];
+        *next = v->nodes[i].end;
+    } else {
+        *next = i + 1;
+    }
+    return TL_OK;
+}
+
+static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
+    const tl_grammar_vocab *v = g->v;
+    memset(w, 0, (size_t)g->n_words * 4);
+    if (gm_pda_accepting(&g->pda, st))
+        for (int32_t i = 0; i < g->n_eog; i++) w[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
+    int32_t *stk = g->stk;
+    stk[0] = st;
+    const gv_node *nd = v->nodes;
+    for (int32_t i = 0; i < v->n_nodes;) {
+        int32_t t;
+        tl_status s = gm_pda_next(&g->pda, stk[nd[i].depth - 1], nd[i].byte, &t);
+        if (s) return s;
+        if (t == GM_DEAD) {
+            i = nd[i].end;
+            continue;
+        }
+        stk[nd[i].depth] = t;
+        int32_t lo = v->sub_lo[i], hi = lo + nd[i].tok_n;
+        if (nd[i].end - i > GR_BULK_MIN && (v->u8_clean[i] & 2)) {
+            if ((s = gr_bulk(g, i, t, &hi, &i))) return s;
+        } else {
+            i++;
+        }
+        for (int32_t k = lo; k < hi; k++) w[v->toks[k] >> 5] |= 1u << (v->toks[k] & 31);
+    }
+    return TL_OK;
+}
+
+tl_status tl_grammar_mask(tl_grammar *g, const uint32_t **words) {
+    *words = NULL;
+    if (!g->active) { /* lazy and not yet triggered: everything goes */
+        memset(g->scratch, 0xff, (size_t)g->n_words * 4);
+        *words = g->scratch;
+        return TL_OK;
+    }
+    if (g->ended || g->cur == GM_DEAD) {
+        memset(g->scratch, 0, (size_t)g->n_words * 4);
+        *words = g->scratch;
+        return TL_OK;
+    }
+    tl_status s = gr_bound(g);
+    if (s) return s;
+    int32_t st = g->cur;
+    if (st < g->cap_mslot && g->mslot[st] >= 0) {
+        *words = g->masks + (size_t)g->mslot[st] * (size_t)g->n_words;
+        return TL_OK;
+    }
+    if (g->n_masks >= g->max_masks) gr_cache_clear(g);
+    if (g->n_masks >= g->max_masks) { /* a cache too small for even one mask */
+        if ((s = gr_compute(g, st, g->scratch))) return s;
+        *words = g->scratch;
+        return TL_OK;
+    }
+    if (g->pda.cap_states > g->cap_mslot) {
+        int32_t *a = realloc(g->mslot, (size_t)g->pda.cap_states * sizeof *a);
+        if (!a) return gr_nomem();
+        for (int32_t i = g->cap_mslot; i < g->pda.cap_states; i++) a[i] = -1;
+        g->mslot = a;
+        g->cap_mslot = g->pda.cap_states;
+    }
+    if (g->n_masks % 16 == 0) { /* grow the slab in steps of 16 masks */
+        uint32_t *a = realloc(g->masks, ((size_t)g->n_masks + 16) * (size_t)g->n_words * 4);
+        if (!a) return gr_nomem();
+        g->masks = a;
+    }
+    uint32_t *w = g->masks + (size_t)g->n_masks * (size_t)g->n_words;
+    if ((s = gr_compute(g, st, w))) return s;
+    if (st >= g->cap_mslot) { /* the walk itself made new states */
+        int32_t *a = realloc(g->mslot, (size_t)g->pda.cap_states * sizeof *a);
+        if (!a) return gr_nomem();
+        for (int32_t i = g->cap_mslot; i < g->pda.cap_states; i++) a[i] = -1;
+        g->mslot = a;
+        g->cap_mslot = g->pda.cap_states;
+    }
+    g->mslot[st] = g->n_masks++;
+    *words = w;
+    return TL_OK;
+}
+
+/* Run bytes from state st; GM_DEAD if they leave the grammar. */
+static tl_status gr_run(tl_grammar *g, int32_t st, const char *b, size_t n, int32_t *out) {
+    for (size_t i = 0; i < n && st != GM_DEAD; i++) {
+        tl_status s = gm_pda_next(&g->pda, st, (uint8_t)b[i], &st);
+        if (s) return s;
+    }
+    *out = st;
+    return TL_OK;
+}
+
+tl_status tl_grammar_accept_bytes(tl_grammar *g, const char *b, size_t n) {
+    if (g->ended || g->cur == GM_DEAD) return tl_err(TL_ERR_STATE, "grammar: already ended or dead");
+    tl_status s = gr_bound(g);
+    int32_t st;
+    if (!s) s = gr_run(g, g->cur, b, n, &st);
+    if (s) return s;
+    if (st == GM_DEAD) return tl_err(TL_ERR_INVALID, "grammar: text leaves the grammar");
+    g->cur = st;
+    return TL_OK;
+}
+
+tl_status tl_grammar_set_triggers(tl_grammar *g, const char *const *triggers, int32_t n) {
+    for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
+    free(g->trig), free(g->trig_len), free(g->win);
+    g->trig = NULL, g->trig_len = NULL, g->win = NULL, g->n_trig = 0, g->max_trig = 0;
+    if (n < 0 || (n && !triggers)) return tl_err(TL_ERR_INVALID, "grammar: %d triggers", n);
+    if (n) {
+        g->trig = calloc((size_t)n, sizeof *g->trig);
+        g->trig_len = calloc((size_t)n, sizeof *g->trig_len);
+        if (!g->trig || !g->trig_len) return gr_nomem();
+    }
+    for (int32_t i = 0; i < n; i++) {
+        size_t l = triggers[i] ? strlen(triggers[i]) : 0;
+        if (!l || l > 4096) return tl_err(TL_ERR_INVALID, "grammar: trigger %d is empty or over 4096 bytes", i);
+        if (!(g->trig[i] = strdup(triggers[i]))) return gr_nomem();
+        g->trig_len[i] = l;
+        g->n_trig = i + 1;
+        if (l > g->max_trig) g->max_trig = l;
+    }
+    if (n && !(g->win = malloc(g->max_trig + g->v->max_len + 1))) return gr_nomem();
+    tl_grammar_reset(g);
+    return TL_OK;
+}
+
+/* While inactive: append the token's text to the window; at the earliest
+ * trigger found, activate and run the grammar from the trigger's start. */
+static tl_status gr_watch(tl_grammar *g, const char *t, size_t n) {
+    memcpy(g->win + g->win_n, t, n);
+    size_t wn = g->win_n + n, best = SIZE_MAX;
+    for (int32_t k = 0; k < g->n_trig; k++) {
+        size_t l = g->trig_len[k];
+        for (size_t i = 0; i + l <= wn && i < best; i++)
+            if (!memcmp(g->win + i, g->trig[k], l)) {
+                best = i;
+                break;
+            }
+    }
+    if (best != SIZE_MAX) {
+        g->active = true;
+        g->win_n = 0;
+        tl_status s = gr_bound(g);
+        int32_t st = GM_DEAD;
+        if (!s) s = gr_run(g, g->cur, g->win + best, wn - best, &st);
+        g->cur = st; /* a trigger the grammar does not continue is a dead end */
+        return s;
+    }
+    size_t keep = g->max_trig - 1 < wn ? g->max_trig - 1 : wn;
+    memmove(g->win, g->win + wn - keep, keep);
+    g->win_n = keep;
+    return TL_OK;
+}
+
+tl_status tl_grammar_accept(tl_grammar *g, int32_t tok) {
+    const tl_grammar_vocab *v = g->v;
+    if (tok < 0 || tok >= v->n_vocab) return tl_err(TL_ERR_INVALID, "grammar: token %d out of range", tok);
+    const char *t = v->blob + v->off[tok];
+    size_t n = v->off[tok + 1] - v->off[tok];
+    if (!g->active) return v->kind[tok] != GV_EOG ? gr_watch(g, t, n) : TL_OK;
+    if (g->ended || g->cur == GM_DEAD) return tl_err(TL_ERR_STATE, "grammar: already ended or dead");
+    if (v->kind[tok] == GV_EOG) {
+        if (!gm_pda_accepting(&g->pda, g->cur))
+            return tl_err(TL_ERR_INVALID, "grammar: end of generation before the grammar is complete");
+        g->ended = true;
+        return TL_OK;
+    }
+    if (v->kind[tok] != GV_TEXT) return tl_err(TL_ERR_INVALID, "grammar: token %d is never allowed", tok);
+    return tl_grammar_accept_bytes(g, t, n);
+}
