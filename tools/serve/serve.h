@@ -111,6 +111,8 @@ typedef struct srv_req {
     int32_t n_lora;
     bool lora_given;
     const char *encoding_format; /* embeddings: "float" (default) or "base64" */
+    char *gbnf;                 /* response_format json_object / json_schema, or grammar: GBNF, malloc'd */
+    const char *gbnf_param;     /* the field it came from, for errors */
 } srv_req;
 
 /* Parse and check a body. n_vocab bounds token ids, n_lora adapter ids.
@@ -145,6 +147,7 @@ typedef struct srv_job {
     tl_logit_bias *bias;  /* [sp.n_logit_bias], malloc'd */
     int32_t top_logprobs; /* -1: no logprobs */
     bool ignore_eos;
+    tl_grammar *grammar;  /* NULL: free text; the job owns it */
     srv_lora_pick lora[SRV_MAX_LORA];
     int32_t n_lora;
     /* output, under srv->mu */
@@ -212,7 +215,8 @@ typedef struct srv_server {
     tl_context *ctx;
     tl_model_info info;
     int32_t n_seq_ctx;
-    int32_t pooling;        /* 0 none->mean, 1 mean, 2 cls, 3 last */
+    int32_t pooling;        /* 1 mean, 2 cls, 3 last */
+    tl_grammar_vocab *gvocab; /* for response_format / grammar */
     srv_lora loras[SRV_MAX_LORA];
     int32_t n_loras;
     pthread_mutex_t mu;

@@ -60,6 +60,21 @@ static bool check_supported(const srv_req *r, srv_err *e) {
     return false;
 }
 
+/* every job its own compiled grammar (its parse state is per choice) */
+static bool make_grammars(srv_server *s, const srv_req *r, srv_call *c, srv_err *e) {
+    if (!r->gbnf) return true;
+    if (!s->gvocab) {
+        srv_err_set(e, 500, "server_error", NULL, r->gbnf_param, "grammars are unavailable: no vocabulary index");
+        return false;
+    }
+    for (int32_t i = 0; i < c->n_jobs; i++)
+        if (tl_grammar_init(s->gvocab, r->gbnf, strlen(r->gbnf), NULL, NULL, &c->jobs[i].grammar) != TL_OK) {
+            srv_err_set(e, 400, "invalid_request_error", NULL, r->gbnf_param, "%s", tl_last_error());
+            return false;
+        }
+    return true;
+}
+
 static void fill_job(srv_server *s, const srv_req *r, srv_job *j, int32_t index, uint64_t seed) {
     j->index = index;
     j->embed = r->kind == SRV_EMBED;
@@ -312,6 +327,7 @@ void srv_api_generate(srv_server *s, srv_kind kind, const char *body, size_t len
         ok = false;
     }
     if (ok) ok = (c = make_call(s, &r, &e)) != NULL;
+    if (ok) ok = make_grammars(s, &r, c, &e);
     if (ok) {
         c->conn = conn;
         c->chat = kind == SRV_CHAT;

@@ -74,6 +74,7 @@ void srv_call_unref_locked(srv_call *c) {
         free(j->pieces);
         free(j->prompt);
         free(j->bias);
+        tl_grammar_free(j->grammar);
         free(j->embedding);
     }
     pthread_cond_destroy(&c->cv);
@@ -196,7 +197,8 @@ static bool slot_setup(srv_server *s, sched_slot *sl, srv_job *j) {
         sl->emb = calloc((size_t)s->info.n_embd, sizeof *sl->emb);
         return sl->emb != NULL;
     }
-    return tl_sampler_init(&j->sp, s->info.n_vocab, &sl->smp) == TL_OK && tl_detok_init(s->model, &sl->dt) == TL_OK;
+    return tl_sampler_init(&j->sp, s->info.n_vocab, &sl->smp) == TL_OK &&
+           tl_sampler_set_grammar(sl->smp, j->grammar) == TL_OK && tl_detok_init(s->model, &sl->dt) == TL_OK;
 }
 
 /* Place job j (popped from the queue) into an idle slot, reusing the longest
@@ -382,12 +384,17 @@ static void sample_one(srv_server *s, sched_slot *sl, int32_t bi, srv_piece *p, 
     int32_t tok;
     memset(p, 0, sizeof *p);
     bool plain = j->sp.presence_penalty == 0 && j->sp.frequency_penalty == 0 && j->sp.n_logit_bias == 0 &&
-                 j->sp.repeat_penalty == 1.0f;
+                 j->sp.repeat_penalty == 1.0f && !j->grammar;
     if (j->sp.temp <= 0 && j->top_logprobs < 0 && plain) {
         if (tl_context_greedy(s->ctx, bi, &tok) != TL_OK) tok = tl_token_eos(s->model);
     } else {
         const float *lg = tl_context_logits(s->ctx, bi);
         tok = tl_sampler_sample(sl->smp, lg);
+        if (tok < 0) { /* the grammar allows nothing more: the output is what it can be */
+            p->tok = -1;
+            *eog = true;
+            return;
+        }
         if (j->top_logprobs >= 0) fill_logprobs(lg, s->info.n_vocab, tok, j->top_logprobs, p);
     }
     tl_sampler_accept(sl->smp, tok);
@@ -431,8 +438,7 @@ static void after_decode(srv_server *s) {
         bool eog;
         sample_one(s, sl, sl->b_first + sl->b_n - 1, &p, &eog);
         pthread_mutex_lock(&s->mu);
-        s->st.gen_tokens++;
-        j->n_gen++;
+        if (p.tok >= 0) s->st.gen_tokens++, j->n_gen++;
         const char *fin = NULL;
         if (eog) fin = "stop";
         else if (j->n_gen >= j->max_tokens || sl->n_toks + 1 >= s->n_seq_ctx) fin = "length";
