@@ -415,6 +415,43 @@ def lora():
     s.stop()
 
 
+def openai_client(s):
+    """the `openai` package (PyPI) as a client: chat, stream, completions,
+    embeddings (it asks for base64), errors as its exception types"""
+    try:
+        import openai
+    except ImportError:
+        print("note: the openai package is absent (scripts/setup.sh installs it); its cases not run")
+        return
+    c = openai.OpenAI(base_url="http://%s:%d/v1" % (s.host, s.port), api_key="x", max_retries=0)
+    model = c.models.list().data[0].id
+    msgs = [{"role": "user", "content": "Name a fruit."}]
+    ref = s.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 12, "temperature": 0})[1]
+    r = c.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0)
+    check(r.choices[0].message.content == ref["choices"][0]["message"]["content"] and
+          r.usage.prompt_tokens == ref["usage"]["prompt_tokens"], "openai: chat completion")
+    text = "".join(ch.choices[0].delta.content or "" for ch in
+                   c.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0, stream=True)
+                   if ch.choices)
+    check(text == r.choices[0].message.content, "openai: streamed chat equals the plain one")
+    cr = c.completions.create(model=model, prompt="The capital of France is", max_tokens=4, temperature=0)
+    check(cr.choices[0].text.startswith(" Paris"), "openai: completion")
+    e = c.embeddings.create(model=model, input=["a cat sat on the mat"])
+    mine = s.post("/v1/embeddings", {"input": "a cat sat on the mat"})[1]["data"][0]["embedding"]
+    check(len(e.data[0].embedding) == 576 and max(abs(a - b) for a, b in zip(e.data[0].embedding, mine)) < 1e-6,
+          "openai: embeddings (base64) equal the float ones")
+    try:
+        c.chat.completions.create(model=model, messages=msgs, temperature=5)
+        check(False, "openai: temperature 5 raises BadRequestError")
+    except openai.BadRequestError as ex:
+        check(ex.status_code == 400 and ex.param == "temperature", "openai: temperature 5 raises BadRequestError")
+    try:
+        c.chat.completions.create(model="nope", messages=msgs)
+        check(False, "openai: unknown model raises NotFoundError")
+    except openai.NotFoundError as ex:
+        check(ex.code == "model_not_found", "openai: unknown model raises NotFoundError")
+
+
 def rss_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         return int(next(l for l in f if l.startswith("VmRSS")).split()[1])
@@ -579,6 +616,7 @@ def main():
         disconnect(s)
         logprobs_embeddings(s)
         structured(s)
+        openai_client(s)
         errors(s)
         load(s)
     finally:

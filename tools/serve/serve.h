@@ -172,6 +172,7 @@ struct srv_call {
     char id[40];
     long created;
     bool stream, include_usage, chat, logprobs;
+    bool base64;          /* embeddings as base64 of little-endian float32 */
     int32_t n_prompt_total;
     int32_t stream_stage; /* serve_api's streaming progress */
     int32_t stream_job;   /* next job whose role chunk is due */
