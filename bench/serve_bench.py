@@ -121,6 +121,9 @@ def main():
     ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--mixed", action="store_true")
+    ap.add_argument("--omp-passive", action="store_true",
+                    help="run llama-server with OMP_WAIT_POLICY=PASSIVE (its OpenMP threads sleep instead of "
+                         "spinning: far faster when the cores are oversubscribed)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--ctx", type=int, default=0, help="total KV positions (0: clients x (2 prompt + 2 gen + 16))")
     args = ap.parse_args()
@@ -129,6 +132,8 @@ def main():
                            "-c", str(ctx), "-t", str(args.threads), "--device", args.device], None)]
     if args.llama:
         env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(os.path.abspath(args.llama)))
+        if args.omp_passive:
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
         # on the CPU -nr: its AMX repacked kernels die with SIGILL where the
         # kernel does not grant AMX tiles (this sandbox); Q4_1 has no other repack
         ngl = ["-ngl", "999"] if args.device == "cuda" else ["-nr"]
