@@ -148,6 +148,10 @@ typedef struct srv_job {
     int32_t top_logprobs; /* -1: no logprobs */
     bool ignore_eos;
     tl_grammar *grammar;  /* NULL: free text; the job owns it */
+    /* the scheduler's, kept while a preempted job waits to resume */
+    tl_sampler *smp;
+    tl_detok *dt;
+    bool resumed;
     srv_lora_pick lora[SRV_MAX_LORA];
     int32_t n_lora;
     /* output, under srv->mu */
@@ -190,7 +194,7 @@ typedef struct srv_lora {
 
 typedef struct srv_stats {
     uint64_t req_by_status[600];
-    uint64_t prompt_tokens, prompt_cached, prompt_evaluated, gen_tokens, steps;
+    uint64_t prompt_tokens, prompt_cached, prompt_evaluated, gen_tokens, steps, preempted;
     double busy_s;          /* time spent in decode steps */
     int32_t queue_len, running, cached_seqs;
     tl_kv_stats kv;
@@ -222,7 +226,8 @@ typedef struct srv_server {
     int32_t n_loras;
     pthread_mutex_t mu;
     pthread_cond_t sched_cv; /* the scheduler waits for work */
-    srv_job **queue;         /* FIFO ring [queue_max] */
+    srv_job **queue;         /* FIFO ring [q_cap]: queue_max new jobs + preempted ones */
+    int32_t q_cap;
     int32_t q_head, q_len;
     bool stop;
     srv_stats st;

@@ -154,6 +154,9 @@ static bool serve_context(serve_opts *o, srv_server *s) {
         return false;
     }
     s->n_seq_ctx = tl_context_n_seq_ctx(s->ctx);
+    /* one step's batch must fit the pool's positions */
+    if (s->cfg.n_batch > tl_context_n_ctx(s->ctx)) s->cfg.n_batch = tl_context_n_ctx(s->ctx);
+    if (s->cfg.n_chunk > s->cfg.n_batch) s->cfg.n_chunk = s->cfg.n_batch;
     return true;
 }
 

@@ -74,6 +74,8 @@ void srv_call_unref_locked(srv_call *c) {
         free(j->pieces);
         free(j->prompt);
         free(j->bias);
+        tl_sampler_free(j->smp);
+        tl_detok_free(j->dt);
         tl_grammar_free(j->grammar);
         free(j->embedding);
     }
@@ -87,7 +89,7 @@ bool srv_submit(srv_server *s, srv_call *c) {
     bool ok = s->q_len + c->n_jobs <= s->cfg.queue_max && !s->stop;
     if (ok) {
         for (int32_t i = 0; i < c->n_jobs; i++) {
-            s->queue[(s->q_head + s->q_len) % s->cfg.queue_max] = &c->jobs[i];
+            s->queue[(s->q_head + s->q_len) % s->q_cap] = &c->jobs[i];
             s->q_len++;
         }
         c->refs += c->n_jobs;
@@ -105,7 +107,7 @@ static void job_finish_locked(srv_job *j) {
 }
 
 void srv_cancel_locked(srv_server *s, srv_call *c) {
-    int32_t kept = 0, qm = s->cfg.queue_max;
+    int32_t kept = 0, qm = s->q_cap;
     for (int32_t i = 0; i < s->q_len; i++) {
         srv_job *j = s->queue[(s->q_head + i) % qm];
         if (j->call == c) {
@@ -187,6 +189,12 @@ static int32_t blocks_available(srv_server *s) {
     return n > kv.n_blocks ? kv.n_blocks : (int32_t)n;
 }
 
+static int32_t count_running(const sched *sc) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < sc->n_slots; i++) n += sc->slots[i].job != NULL;
+    return n;
+}
+
 static bool slot_setup(srv_server *s, sched_slot *sl, srv_job *j) {
     tl_lora_use use[SRV_MAX_LORA];
     for (int32_t i = 0; i < j->n_lora; i++) use[i] = (tl_lora_use){s->loras[j->lora[i].id].lora, j->lora[i].scale};
@@ -196,6 +204,11 @@ static bool slot_setup(srv_server *s, sched_slot *sl, srv_job *j) {
     if (j->embed) {
         sl->emb = calloc((size_t)s->info.n_embd, sizeof *sl->emb);
         return sl->emb != NULL;
+    }
+    if (j->smp) { /* resuming after preemption: the same sampler, grammar and detokenizer state */
+        sl->smp = j->smp, sl->dt = j->dt;
+        j->smp = NULL, j->dt = NULL;
+        return true;
     }
     return tl_sampler_init(&j->sp, s->info.n_vocab, &sl->smp) == TL_OK &&
            tl_sampler_set_grammar(sl->smp, j->grammar) == TL_OK && tl_detok_init(s->model, &sl->dt) == TL_OK;
@@ -223,7 +236,7 @@ static bool admit_locked(srv_server *s, srv_job *j) {
     tl_context_kv_stats(s->ctx, &kv);
     int32_t reuse = busy_lcp > idle_lcp ? busy_lcp : idle_lcp;
     int32_t need = (j->n_prompt - reuse) / kv.block_size + 2;
-    if (need > blocks_available(s) && s->st.running > 0) return false;
+    if (need > blocks_available(s) && count_running(sc) > 0) return false;
     sched_slot *sl;
     if (busy && busy_lcp > idle_lcp) {
         sl = lru;
@@ -236,9 +249,11 @@ static bool admit_locked(srv_server *s, srv_job *j) {
     }
     sl->job = j;
     sl->admitted = ++sc->tick;
-    j->n_cached = sl->n_toks;
-    s->st.prompt_tokens += (uint64_t)j->n_prompt;
-    s->st.prompt_cached += (uint64_t)sl->n_toks;
+    if (!j->resumed) {
+        j->n_cached = sl->n_toks;
+        s->st.prompt_tokens += (uint64_t)j->n_prompt;
+        s->st.prompt_cached += (uint64_t)sl->n_toks;
+    }
     if (!slot_setup(s, sl, j)) job_fail_locked(s, sl, 500, "out of memory setting up the sequence");
     return true;
 }
@@ -252,7 +267,7 @@ static void admit_all_locked(srv_server *s) {
     while (s->q_len > 0) {
         srv_job *j = s->queue[s->q_head];
         if (!admit_locked(s, j)) break;
-        s->q_head = (s->q_head + 1) % s->cfg.queue_max;
+        s->q_head = (s->q_head + 1) % s->q_cap;
         s->q_len--;
     }
     s->st.queue_len = s->q_len;
@@ -309,8 +324,38 @@ static int32_t build_batch(srv_server *s) {
     return n;
 }
 
-/* make room: evict the least recently used idle cache; else end the newest
- * prefilling job. false: nothing left to give up. */
+/* Preempt a running job: free its sequence and put it back at the head of
+ * the queue; its tokens so far (the prompt, what it generated, the token
+ * sampled but not yet fed) become its prompt, so on resuming it prefills
+ * them again and goes on with the same sampler where it stopped. */
+static bool preempt_locked(srv_server *s, sched_slot *sl) {
+    srv_job *j = sl->job;
+    if (j->embed || s->q_len >= s->q_cap) return false;
+    int32_t n = sl->decoding ? sl->n_toks + 1 : j->n_prompt;
+    if (sl->decoding) {
+        int32_t *np = malloc((size_t)n * sizeof *np);
+        if (!np) return false;
+        memcpy(np, sl->toks, (size_t)sl->n_toks * sizeof *np);
+        np[n - 1] = sl->next_tok;
+        free(j->prompt);
+        j->prompt = np;
+        j->n_prompt = n;
+    }
+    j->smp = sl->smp, j->dt = sl->dt;
+    sl->smp = NULL, sl->dt = NULL;
+    j->resumed = true;
+    sl->job = NULL;
+    sl->decoding = false;
+    slot_forget(s, sl);
+    s->q_head = (s->q_head + s->q_cap - 1) % s->q_cap;
+    s->queue[s->q_head] = j;
+    s->q_len++;
+    s->st.preempted++;
+    return true;
+}
+
+/* make room: evict the least recently used idle cache; else preempt the
+ * newest job (or, alone, end it with 503). false: nothing left to give up. */
 static bool make_room_locked(srv_server *s) {
     sched *sc = s->sched;
     sched_slot *lru = NULL, *newest = NULL;
@@ -323,6 +368,7 @@ static bool make_room_locked(srv_server *s) {
         slot_forget(s, lru);
         return true;
     }
+    if (newest && count_running(sc) > 1 && preempt_locked(s, newest)) return true;
     if (newest) {
         job_fail_locked(s, newest, 503, "the KV cache is full; retry later");
         return true;
@@ -525,7 +571,7 @@ static void *sched_main(void *arg) {
         srv_job *j = s->queue[s->q_head];
         srv_err_set(&j->err, 503, "server_error", NULL, NULL, "the server is shutting down");
         job_finish_locked(j);
-        s->q_head = (s->q_head + 1) % s->cfg.queue_max;
+        s->q_head = (s->q_head + 1) % s->q_cap;
         s->q_len--;
     }
     pthread_mutex_unlock(&s->mu);
@@ -541,7 +587,8 @@ tl_status srv_sched_start(srv_server *s) {
     sc->b_tok = malloc((size_t)sc->b_cap * sizeof *sc->b_tok);
     sc->b_seq = malloc((size_t)sc->b_cap * sizeof *sc->b_seq);
     sc->b_lg = malloc((size_t)sc->b_cap);
-    s->queue = calloc((size_t)s->cfg.queue_max, sizeof *s->queue);
+    s->q_cap = s->cfg.queue_max + sc->n_slots;
+    s->queue = calloc((size_t)s->q_cap, sizeof *s->queue);
     s->sched = sc;
     if (!sc->slots || !sc->b_tok || !sc->b_seq || !sc->b_lg || !s->queue) return TL_ERR_NOMEM;
     for (int32_t i = 0; i < sc->n_slots; i++) sc->slots[i].seq = i;
