@@ -15,10 +15,11 @@ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DTALLOW_CUDA=ON -DCMAKE_CUDA_ARCHIT
   -DTALLOW_SHARED_TOOLS=ON >/dev/null
 cmake --build $B -j"${JOBS:-2}" --target tallow test_batch test_cuda_kernels test_cuda_e2e ${EXTRA_TARGETS:-}
 mkdir -p $B/devlibs .gpucarry
-for lib in libpcre2-8.so.0 libutf8proc.so.2 libcjson.so.1; do
-  p=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
-  if [ -n "$p" ]; then cp -L "$p" $B/devlibs/; else echo "gpu_pack: $lib not found; the GPU machine must have it" >&2; fi
-done
+# the shared libraries tallow links beyond the C runtime and CUDA's (the GPU
+# machine may lack them: libmicrohttpd and its TLS stack, PCRE2, utf8proc, cJSON)
+ldd $B/tallow | awk '$3 ~ /^\// {print $3}' |
+  grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libtallow|libcuda|libcudart|libcublas[^/]*|libnvidia[^/]*)\.so' |
+  while read -r p; do cp -L "$p" $B/devlibs/; done
 strip --strip-unneeded $B/libtallow.so.0.1.0 $B/tallow $B/test_batch $B/test_cuda_e2e $B/test_cuda_kernels 2>/dev/null || true
 tar -cJf .gpucarry/tallow-gpu.tar.xz $B/tallow $B/test_batch $B/test_cuda_kernels $B/test_cuda_e2e $B/libtallow.so* \
   $B/devlibs ${EXTRA_FILES:-}

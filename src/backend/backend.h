@@ -143,6 +143,7 @@ typedef struct be_step {
     int32_t table_stride;
     const int32_t *dirty_seq;                /* sequences whose table rows changed since the last step */
     int32_t n_dirty;
+    bool lowrank;                            /* its linears add low-rank terms (adapters): run it eagerly */
 } be_step;
 
 /* The same inputs in backend memory, for the forward's ops. */

@@ -16,9 +16,6 @@ tl_status tl_seq_set_lora(tl_context *c, int32_t seq, const tl_lora_use *u, int3
     if (!c) return tl_err(TL_ERR_INVALID, "tl_seq_set_lora: NULL context");
     if (seq < 0 || seq >= c->n_seq_max)
         return tl_err(TL_ERR_INVALID, "tl_seq_set_lora: sequence id %d is outside [0, %d)", seq, c->n_seq_max);
-    if (n && c->be != be_cpu()) /* no other backend adds be_lowrank terms yet: refuse rather than ignore them */
-        return tl_err(TL_ERR_UNSUPPORTED, "tl_seq_set_lora: LoRA adapters run on the CPU backend only so far (not %s)",
-                      c->be->name);
     lora_set set;
     tl_status s = lora_set_make(&set, c->model, u, n);
     if (s) return s;

@@ -61,6 +61,8 @@ tl_status tlc_upload_async(tlc_ctx *c, void *dst, const void *src, size_t bytes)
 tl_status tlc_download_async(tlc_ctx *c, void *dst, const void *src, size_t bytes);
 tl_status tlc_memset(tlc_ctx *c, void *dst, int v, size_t bytes);
 tl_status tlc_sync(tlc_ctx *c);
+/* the context's cudaStream_t, for launchers that take a stream */
+void *tlc_stream_of(tlc_ctx *c);
 /* Page-locked host memory (for copies a captured graph replays). */
 tl_status tlc_host_alloc(size_t bytes, void **out);
 void tlc_host_free(void *p);
@@ -384,11 +386,13 @@ tl_status tlc_glu_gelu_rows(tlc_ctx *c, const float *in, float *out, int64_t n_t
 tl_status tlc_scale(tlc_ctx *c, float *x, float s, int64_t n);
 /* out[r][:] = x[d_rows[r]][:] (rows of n floats). */
 tl_status tlc_gather_rows(tlc_ctx *c, const float *x, int64_t n, const int32_t *d_rows, int64_t m, float *out);
-/* y [m][ldy] (=, or += with TLC_MV_ACCUM) x [m][n_in] W^T for 2..64 tokens
- * on the tensor cores, each weight read once (cuda_mm.cu): quantized types
+/* y [m][ldy] (=, or += with TLC_MV_ACCUM) x [m][n_in] W^T for 2..TLC_MM_SMALL_MAX
+ * tokens on the tensor cores, each weight read once (cuda_mm.cu): quantized types
  * dequantized to f16 in shared memory, f16 activations, f32 sums.
  * tlc_mm_small_ok: whether w's type and m are served; scratch holds
  * tlc_mm_small_scratch(m, n_in, n_out, n_sm) bytes (an upper bound). */
+/* more tokens go through dequantization + cuBLAS, faster at 64 (docs/PERFORMANCE.md) */
+#define TLC_MM_SMALL_MAX 32
 bool tlc_mm_small_ok(const tlc_weight *w, int64_t m);
 size_t tlc_mm_small_scratch(int64_t m, int64_t n_in, int64_t n_out, int n_sm);
 tl_status tlc_mm_small(tlc_ctx *c, const tlc_weight *w, const float *x, int64_t m, float *y, int64_t ldy, int mode,

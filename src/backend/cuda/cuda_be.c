@@ -230,6 +230,7 @@ static void cb_ctx_free(be_ctx *bc) {
     if (!bc) return;
     tlc_sync(bc->c);
     for (int i = 0; i < bc->n_graphs; i++) tlc_graph_free(bc->graphs[i].g);
+    cb_lora_free(bc);
     for (int i = 0; i < bc->n_allocs; i++) tlc_dfree(bc->c, bc->allocs[i].p, bc->allocs[i].n);
     free(bc->allocs);
     if (bc->kv) tlc_dfree(bc->c, bc->kv, bc->kv_bytes);
@@ -268,7 +269,7 @@ static tl_status cb_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
     tlc_device_info di;
     if ((s = tlc_get_device_info(bc->c, &di))) goto fail;
     const size_t gemm = cb_max((bm->gemm_elems + nt * (size_t)bm->max_in + 128) * 2,
-                               tlc_mm_small_scratch(nt < 64 ? (int64_t)nt : 64, bm->max_in, d->max_n, di.n_sm));
+                               tlc_mm_small_scratch(nt < TLC_MM_SMALL_MAX ? (int64_t)nt : TLC_MM_SMALL_MAX, bm->max_in, d->max_n, di.n_sm));
     if ((s = cb_ctx_alloc(bc, (size_t)d->n_seq_max * (size_t)d->table_stride * 4, "page tables", (void **)&bc->d_table)) ||
         (s = cb_ctx_alloc(bc, (CB_IN_HDR + 5 * nt) * 4, "step inputs", (void **)&bc->d_in)) ||
         (s = cb_ctx_alloc(bc, nt * mk * 4, "normed input", (void **)&bc->xn)) ||
@@ -363,6 +364,7 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
     /* the previous step's graph may still read the pinned inputs */
     tl_status s = tlc_sync(c);
     if (s) return s;
+    cb_lora_reset(bc);
     /* one sequence: the table is the identity, written once at init */
     for (int32_t i = 0; i < st->n_dirty && !bc->contig; i++) {
         const int32_t q = st->dirty_seq[i];
@@ -373,7 +375,7 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
     cb_inputs(bc, st);
     const int32_t plan = cb_plan(bc, st);
     const int64_t plan_len = plan ? tlc_attn_cluster_len(c) : (int64_t)bc->n_plane;
-    const bool capture = st->n_tokens <= CB_GRAPH_MAX && (bc->contig ? st->n_tokens == 1 : true);
+    const bool capture = st->n_tokens <= CB_GRAPH_MAX && (bc->contig ? st->n_tokens == 1 : true) && !st->lowrank;
     int gi = -1;
     for (int i = 0; i < bc->n_graphs && capture; i++)
         if (bc->graphs[i].m == st->n_tokens && bc->graphs[i].n_out == st->n_out && bc->graphs[i].plan == plan) gi = i;

@@ -68,6 +68,7 @@ typedef struct cb_graph {
     const int32_t *key_dst;
 } cb_graph;
 
+typedef struct cb_lora cb_lora;
 struct be_ctx {
     be_model *bm;
     tlc_ctx *c;
@@ -100,6 +101,7 @@ struct be_ctx {
     const int32_t *key_dst;
     cb_graph graphs[CB_GRAPHS];
     int n_graphs;
+    cb_lora *lora;         /* adapters' device copies and index staging (cuda_be_lora.c), or NULL */
 };
 
 /* K and V planes of layer il */
@@ -120,6 +122,10 @@ tl_status cb_scale(be_ctx *bc, float *x, float s, int64_t n);
 tl_status cb_norm(be_ctx *bc, const float *x, const be_norm *nm, int64_t n, int64_t m, float *y);
 tl_status cb_linear(be_ctx *bc, const be_linear *l);
 tl_status cb_attention(be_ctx *bc, const be_attn *a);
+/* cuda_be_lora.c: y [m][ldy] += the terms' s B A x (x [m][n_in]); eager steps only */
+tl_status cb_lowrank(be_ctx *bc, const be_lowrank *lr, const float *x, int64_t n_in, int64_t m, float *y, int64_t ldy);
+void cb_lora_reset(be_ctx *bc); /* the stream is idle: staging may be reused */
+void cb_lora_free(be_ctx *bc);
 /* drop fusion state that reads p (an op is about to write it) */
 void cb_touch(be_ctx *bc, const void *p);
 

@@ -236,7 +236,7 @@ static tl_status cb_gemm(be_ctx *bc, const be_weight *w, const float *x, int64_t
     for (int i = 0; i < np; i++) {
         const tlc_weight *p = w->one ? &w->all : &w->part[i];
         if (tlc_mm_small_ok(p, m)) {
-            /* a few tokens: each weight read once, dequantized on the fly */
+            /* up to a few tens of tokens: each weight read once, dequantized on the fly */
             CB_TRY(tlc_mm_small(bc->c, p, x, m, y + off, ldy, mode, bc->gemm_scr));
             off += p->n_out;
             continue;
@@ -268,16 +268,20 @@ static tl_status cb_linear_n(be_ctx *bc, const be_linear *l) {
     const int64_t n_out = glu ? w->n_out / 2 : w->n_out;
     if (glu) {
         CB_TRY(cb_gemm(bc, w, x, m, bc->gu, w->n_out, TLC_MV_STORE));
+        CB_TRY(cb_lowrank(bc, l->lowrank, x, w->n_in, m, bc->gu, w->n_out));
         return l->act == BE_ACT_SILU_GLU ? tlc_glu_rows(c, bc->gu, l->y, m, n_out)
                                          : tlc_glu_gelu_rows(c, bc->gu, l->y, m, n_out);
     }
     const int64_t ldy = l->ldy ? l->ldy : n_out;
-    if (l->mode == BE_ACCUM && !l->post_norm && !l->bias && !l->act)
-        return cb_gemm(bc, w, x, m, l->y, ldy, TLC_MV_ACCUM);
+    if (l->mode == BE_ACCUM && !l->post_norm && !l->bias && !l->act) {
+        CB_TRY(cb_gemm(bc, w, x, m, l->y, ldy, TLC_MV_ACCUM));
+        return cb_lowrank(bc, l->lowrank, x, w->n_in, m, l->y, ldy);
+    }
     const bool via = l->mode == BE_ACCUM;
     float *out = via ? bc->prod : l->y;
     const int64_t ld = via ? n_out : ldy;
     CB_TRY(cb_gemm(bc, w, x, m, out, ld, TLC_MV_STORE));
+    CB_TRY(cb_lowrank(bc, l->lowrank, x, w->n_in, m, out, ld));
     if (l->bias) CB_TRY(tlc_add_bias(c, out, m, ld, l->bias, n_out));
     if (l->act == BE_ACT_GELU) CB_TRY(tlc_gelu_rows(c, out, m, n_out, ld));
     if (l->post_norm) CB_TRY(tlc_rmsnorm(c, out, l->post_norm, l->post_eps, n_out, m, out));
@@ -304,7 +308,10 @@ tl_status cb_linear(be_ctx *bc, const be_linear *l) {
     CB_TRY(cb_flush(bc));
     if (l->m < 1 || l->m > bc->n_tokens)
         return tl_err(TL_ERR_INVALID, "cuda backend: linear of %lld rows", (long long)l->m);
-    return l->m == 1 ? cb_linear1(bc, l) : cb_linear_n(bc, l);
+    /* adapters' terms go between the product and its epilogues, which the
+     * one-token kernels fuse: such linears take the unfused path */
+    const bool lr = l->lowrank && l->lowrank->n;
+    return l->m == 1 && !lr ? cb_linear1(bc, l) : cb_linear_n(bc, l);
 }
 
 /* ---- attention ------------------------------------------------------------------ */

@@ -157,6 +157,8 @@ tl_status tlc_sync(tlc_ctx *c) {
     return TL_OK;
 }
 
+void *tlc_stream_of(tlc_ctx *c) { return (void *)c->stream; }
+
 tl_status tlc_host_alloc(size_t bytes, void **out) {
     *out = NULL;
     TLC_TRY(cudaHostAlloc(out, bytes, cudaHostAllocDefault), "pinned host allocation");

@@ -125,7 +125,7 @@ __global__ void mm_reduce_k(const float *part, int64_t m, int64_t n, int ks, flo
 }
 
 bool tlc_mm_small_ok(const tlc_weight *w, int64_t m) {
-    if (m < 2 || m > 64 || w->n_in % MM_BK) return false;
+    if (m < 2 || m > TLC_MM_SMALL_MAX || w->n_in % MM_BK) return false;
     switch (w->type) {
     case TL_TYPE_Q4_0: case TL_TYPE_Q4_1: case TL_TYPE_Q8_0: case TL_TYPE_Q4_K: case TL_TYPE_Q6_K: return true;
     default: return false;
