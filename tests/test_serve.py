@@ -211,9 +211,17 @@ def basics(s):
     c = s.post("/v1/chat/completions", {**body, "seed": 99})[1]["choices"][0]["message"]["content"]
     check(a == b, "same seed, same text")
     check(a != c, "another seed, another text (%r / %r)" % (a, c))
-    st, js, _ = s.post("/v1/chat/completions", {**body, "n": 3})
-    check(st == 200 and len(js["choices"]) == 3 and [ch["index"] for ch in js["choices"]] == [0, 1, 2] and
-          js["choices"][0]["message"]["content"] == a, "n=3 gives 3 choices, the first as with n=1")
+    body = {**body, "messages": [{"role": "system", "content": "You are a poet. " * 8}, *msgs]}  # not seen yet
+    m0 = s.metrics()
+    st, js, _ = s.post("/v1/chat/completions", {**body, "n": 3, "seed": 4321})
+    m1 = s.metrics()
+    evald = m1["tallow_prompt_tokens_evaluated_total"] - m0["tallow_prompt_tokens_evaluated_total"]
+    texts = [ch["message"]["content"] for ch in js["choices"]] if st == 200 else []
+    check(st == 200 and len(texts) == 3 and [ch["index"] for ch in js["choices"]] == [0, 1, 2] and
+          len(set(texts)) == 3, "n=3 gives 3 different choices")
+    check(evald <= js["usage"]["prompt_tokens"] + 2,
+          "n=3: one prefill, the other choices fork it (%d evaluated for a %d-token prompt)" %
+          (evald, js["usage"]["prompt_tokens"]))
 
 
 def lp_tokens(choice):

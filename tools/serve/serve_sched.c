@@ -235,6 +235,14 @@ static bool admit_locked(srv_server *s, srv_job *j) {
     tl_kv_stats kv;
     tl_context_kv_stats(s->ctx, &kv);
     int32_t reuse = busy_lcp > idle_lcp ? busy_lcp : idle_lcp;
+    /* a job still prefilling a longer common prefix (the other choices of
+     * n, or the same system prompt sent at once): wait for it and fork */
+    for (int32_t i = 0; i < sc->n_slots && !j->embed; i++) {
+        sched_slot *sl = &sc->slots[i];
+        if (!sl->job || sl->decoding || sl->job->embed || !same_lora(sl, j)) continue;
+        int32_t l = common_prefix(sl->job->prompt, sl->job->n_prompt, j->prompt, j->n_prompt);
+        if ((l > cap ? cap : l) >= reuse + kv.block_size) return false;
+    }
     int32_t need = (j->n_prompt - reuse) / kv.block_size + 2;
     if (need > blocks_available(s) && count_running(sc) > 0) return false;
     sched_slot *sl;
