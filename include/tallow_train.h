@@ -1,6 +1,7 @@
 /* tallow_train.h: the training framework's public API (installed beside
  * tallow.h; link the same libtallow): tensors with reverse-mode autograd,
- * ops with backward, nn models, optimizers, data and checkpoints (CPU).
+ * ops with backward, nn models, optimizers, data and checkpoints, on the CPU
+ * and (builds with TALLOW_CUDA) a CUDA device: see "devices" below.
  *
  * Conventions (chosen to read like PyTorch, the framework people compare to):
  *  - shape[] is in PyTorch order: shape[ndim-1] is the fastest-varying dim of
@@ -48,10 +49,16 @@ typedef struct tl_threadpool tl_threadpool; /* the CPU thread pool (opaque here)
  * (argmax/argmin, max/min indices, gather/index_select indices). */
 typedef enum tt_dtype { TT_F32 = 0, TT_F64 = 1, TT_BF16 = 2, TT_F16 = 3, TT_I32 = 4 } tt_dtype;
 
+/* Where a storage's bytes live. TT_CUDA: device memory of the current CUDA
+ * device (builds with TALLOW_CUDA; tt_device_available says whether one
+ * answers at run time). */
+typedef enum tt_device { TT_CPU = 0, TT_CUDA = 1 } tt_device;
+
 typedef struct tt_storage {
-    void *data;
+    void *data;     /* host or device pointer (see device) */
     size_t nbytes;
     int refs;
+    tt_device device;
 } tt_storage;
 
 typedef struct tt_node tt_node;
@@ -83,6 +90,37 @@ bool tt_set_grad_enabled(tt_ctx *c, bool on);
 bool tt_grad_enabled(const tt_ctx *c);
 tl_threadpool *tt_ctx_pool(tt_ctx *c);
 size_t tt_ctx_live_bytes(const tt_ctx *c); /* bytes held by temporaries + saved tensors */
+
+/* ---- devices --------------------------------------------------------------
+ * A tensor lives where its storage does. Every op runs on its inputs'
+ * device (inputs of one op share a device); an op that device has no
+ * kernel for fails with TL_ERR_UNSUPPORTED naming the op and the device:
+ * nothing moves through the host behind the caller's back. On TT_CUDA the
+ * ops (see tt_cuda_ops below) queue work on one stream and return at once;
+ * reading values (tt_get, tt_to_device to TT_CPU) waits for it. */
+const char *tt_device_name(tt_device d); /* "cpu", "cuda" */
+bool tt_device_available(tt_device d);
+static inline tt_device tt_device_of(const tt_tensor *t) { return t->st->device; }
+/* Caller-owned zeroed tensor on dev. */
+tt_tensor *tt_new_on(tt_device dev, tt_dtype dt, int ndim, const int64_t *shape);
+/* Copy of x on dev (x itself if already there); differentiable: the
+ * gradient is copied back to x's device. */
+tt_tensor *tt_to_device(tt_ctx *c, tt_tensor *x, tt_device dev);
+/* Copy src into dst across devices: same dtype and numel, each contiguous. */
+tl_status tt_copy_across(tt_tensor *dst, const tt_tensor *src);
+/* Move a caller-owned tensor's storage (and drop its grad) to dev in place. */
+tl_status tt_tensor_move(tt_tensor *t, tt_device dev);
+/* Wait until the device's queued work is done (and report its errors). */
+tl_status tt_device_sync(tt_device dev);
+/* The device's free and total memory in bytes (the framework's pool keeps
+ * what its ops used, so total - free after a step is that step's peak). */
+tl_status tt_device_memory(tt_device dev, size_t *free_bytes, size_t *total_bytes);
+/* How the CUDA matmuls (linear, attention) compute: F32 exactly in fp32
+ * (the PyTorch-fp32 oracle's mode, the default), TF32 on the tensor cores
+ * with fp32 accumulation, BF16 with the operands rounded to bf16 (fp32
+ * master weights, activations and accumulation). CPU ops ignore it. */
+typedef enum tt_matmul_prec { TT_MM_F32 = 0, TT_MM_TF32 = 1, TT_MM_BF16 = 2 } tt_matmul_prec;
+void tt_ctx_set_matmul_prec(tt_ctx *c, tt_matmul_prec p);
 
 /* ---- tensors ------------------------------------------------------------ */
 /* Caller-owned contiguous zeroed tensor. */
@@ -411,6 +449,8 @@ typedef struct tt_model {
  * cfg->init set, every 2-d weight (embeddings too) gets that scheme. */
 tl_status tt_model_init(tt_model *m, const tt_model_config *cfg, uint64_t seed);
 void tt_model_free(tt_model *m);
+/* Move every parameter to dev (before tt_optim_init; grads are dropped). */
+tl_status tt_model_to(tt_model *m, tt_device dev);
 /* ids [B*T] -> logits [B, T, vocab] (T <= ctx). */
 tt_tensor *tt_model_forward(tt_ctx *c, tt_model *m, const int32_t *ids, int64_t B, int64_t T);
 /* Mean cross-entropy of next-token targets [B*T] (ignore -100); logits out optional. */
@@ -436,6 +476,8 @@ typedef struct tt_optim {
     tt_params *params;  /* not owned */
     tt_tensor **m, **v; /* [n params]: exp_avg / exp_avg_sq (Adam*), momentum buffer in m (SGD) */
     int64_t step;       /* completed steps */
+    double last_norm;   /* tt_optim_step_clipped's norm (CPU) */
+    void *dev;          /* private: the device-side parameter table (CUDA) */
 } tt_optim;
 
 tt_optim_config tt_optim_default(tt_optim_kind kind, double lr);
@@ -443,8 +485,16 @@ tl_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, tt_params *para
 void tt_optim_free(tt_optim *o);
 /* One update with learning rate lr (the schedule's value for this step). */
 tl_status tt_optim_step(tt_optim *o, double lr);
-/* torch.nn.utils.clip_grad_norm_: returns the total L2 norm before clipping. */
+/* torch.nn.utils.clip_grad_norm_: returns the total L2 norm before clipping
+ * (CPU parameters; on CUDA use tt_optim_step_clipped). */
 double tt_clip_grad_norm(tt_params *ps, double max_norm);
+/* Clip the gradients to global norm max_norm (<= 0: no clipping) and take
+ * one step. The optimizer state lives on the parameters' device (m/v made
+ * there by tt_optim_init); on CUDA (AdamW only) norm, clip and update are
+ * three launches that never wait for the host. tt_optim_last_norm gives the
+ * norm before clipping (on CUDA it waits for the step to finish). */
+tl_status tt_optim_step_clipped(tt_optim *o, double lr, double max_norm);
+double tt_optim_last_norm(tt_optim *o);
 
 typedef enum tt_sched_kind { TT_SCHED_CONSTANT = 0, TT_SCHED_COSINE = 1, TT_SCHED_STEP = 2 } tt_sched_kind;
 typedef struct tt_schedule {
@@ -498,8 +548,9 @@ tl_status tt_checkpoint_read_config(const char *path, tt_model_config *cfg);
 tl_status tt_checkpoint_load(const char *path, tt_model *m, tt_optim *o, int64_t *step, tt_rng *rng);
 
 /* ---- trainer: one place for the step every caller runs ---------------------
- * step: random train batch from rng, zero grads, forward, backward, clip,
- * optimizer step at the schedule's lr, reset the ctx. */
+ * step: zero grads; accum times: random train batch from rng, forward,
+ * backward of loss / accum (gradients add up); clip, optimizer step at the
+ * schedule's lr, reset the ctx. The reported loss is the micro-batches' mean. */
 typedef struct tt_trainer {
     tt_ctx *ctx;        /* not owned */
     tt_model *model;    /* not owned */
@@ -509,6 +560,7 @@ typedef struct tt_trainer {
     tt_rng rng;         /* batch sampling; checkpointed */
     int64_t batch, seq, step;
     double clip;        /* <= 0: off */
+    int64_t accum;      /* micro-batches per step (gradient accumulation; default 1) */
     int32_t *ids, *targets; /* [batch*seq] */
 } tt_trainer;
 

@@ -37,6 +37,9 @@ static void train_usage(FILE *f) {
             "  --layers N --dim N --heads N --kv-heads N   model shape (default 4, 128, 4, heads)\n"
             "  --ctx N             context / training sequence length (default 128)\n"
             "  --batch N           sequences per step (default 8)\n"
+            "  --accum N           micro-batches of --batch per optimizer step (default 1)\n"
+            "  --device cpu|cuda   where the model trains (default cpu; cuda: gpt2, AdamW)\n"
+            "  --matmul f32|tf32|bf16  CUDA matmul precision (default f32; fp32 master weights)\n"
             "  --steps N           optimizer steps (default 500)\n"
             "  --lr X --min-lr X --warmup N   peak lr (1e-3), final lr (lr/10), warmup steps (steps/20)\n"
             "  --wd X --clip X --dropout X    weight decay (0.1), grad-norm clip (1.0), dropout (0)\n"
@@ -126,9 +129,11 @@ static void print_sample(tt_ctx *c, tt_model *m, const tt_dataset *d, int n, tt_
     int64_t ctx = m->cfg.ctx, V = m->cfg.vocab;
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)(ctx + n));
     double *p = malloc(sizeof(double) * (size_t)V);
+    float *hrow = tt_device_of(m->tok_emb) != TT_CPU ? malloc(sizeof(float) * (size_t)V) : NULL;
     if (!buf || !p) {
         free(buf);
         free(p);
+        free(hrow);
         return;
     }
     int64_t len = 8 < ctx ? 8 : ctx;
@@ -144,6 +149,17 @@ static void print_sample(tt_ctx *c, tt_model *m, const tt_dataset *d, int n, tt_
         tt_tensor *lg = tt_model_forward(c, m, buf + len - T, 1, T);
         if (!lg) break;
         const float *row = (const float *)tt_data(lg) + (T - 1) * V;
+        if (tt_device_of(lg) != TT_CPU) { /* the last row, to the host */
+            tt_tensor *last = tt_narrow(c, tt_reshape(c, lg, 1, (int64_t[]){T * V}), 0, (T - 1) * V, V);
+            tt_tensor *h = tt_new(TT_F32, 1, &V);
+            if (!last || !h || !hrow || tt_copy_across(h, last) != TL_OK) {
+                tt_free(h);
+                break;
+            }
+            memcpy(hrow, tt_data(h), sizeof(float) * (size_t)V);
+            tt_free(h);
+            row = hrow;
+        }
         double mx = -1e30, sum = 0;
         for (int64_t v = 0; v < V; v++) mx = fmax(mx, row[v]);
         for (int64_t v = 0; v < V; v++) sum += p[v] = exp((row[v] - mx) / 0.8);
@@ -160,6 +176,7 @@ static void print_sample(tt_ctx *c, tt_model *m, const tt_dataset *d, int n, tt_
     tt_set_grad_enabled(c, prev);
     free(buf);
     free(p);
+    free(hrow);
 }
 
 static void fmt_eta(double s, char *out, size_t n) {
@@ -171,7 +188,9 @@ static void fmt_eta(double s, char *out, size_t n) {
 
 int cmd_train(int argc, char **argv) {
     const char *text = NULL, *out = "train-out", *resume = NULL, *arch = "llama", *tokenizer = NULL;
+    const char *device = "cpu", *matmul = "f32";
     int32_t layers = 4, dim = 128, heads = 4, kv_heads = 0, ctxlen = 128, batch = 8, steps = 500, warmup = -1;
+    int32_t accum = 1;
     int32_t eval_every = 100, eval_batches = 8, ckpt_every = 0, threads = 0, sample_len = 64;
     float lr = 1e-3f, min_lr = -1, wd = 0.1f, clip = 1.0f, dropout = 0, val_frac = 0.1f;
     uint64_t seed = 1;
@@ -185,6 +204,8 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--out")) ok = args_str(argc, argv, &i, &out);
         else if (!strcmp(a, "--resume")) ok = args_str(argc, argv, &i, &resume);
         else if (!strcmp(a, "--arch")) ok = args_str(argc, argv, &i, &arch);
+        else if (!strcmp(a, "--device")) ok = args_str(argc, argv, &i, &device);
+        else if (!strcmp(a, "--matmul")) ok = args_str(argc, argv, &i, &matmul);
         else if (!strcmp(a, "--tokenizer")) ok = args_str(argc, argv, &i, &tokenizer);
         else if (!strcmp(a, "--layers")) ok = args_int(argc, argv, &i, 0, 256, &layers);
         else if (!strcmp(a, "--dim")) ok = args_int(argc, argv, &i, 8, 16384, &dim);
@@ -192,6 +213,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--kv-heads")) ok = args_int(argc, argv, &i, 1, 256, &kv_heads);
         else if (!strcmp(a, "--ctx")) ok = args_int(argc, argv, &i, 2, 4096, &ctxlen);
         else if (!strcmp(a, "--batch")) ok = args_int(argc, argv, &i, 1, 4096, &batch);
+        else if (!strcmp(a, "--accum")) ok = args_int(argc, argv, &i, 1, 4096, &accum);
         else if (!strcmp(a, "--steps")) ok = args_int(argc, argv, &i, 0, 100000000, &steps);
         else if (!strcmp(a, "--warmup")) ok = args_int(argc, argv, &i, 0, 100000000, &warmup);
         else if (!strcmp(a, "--eval-every")) ok = args_int(argc, argv, &i, 0, 100000000, &eval_every);
@@ -222,6 +244,21 @@ int cmd_train(int argc, char **argv) {
     else if (!strcmp(arch, "llama")) ar = TT_ARCH_LLAMA;
     else {
         fprintf(stderr, "tallow train: --arch must be gpt2 or llama\n");
+        return 2;
+    }
+    tt_device dev;
+    if (!strcmp(device, "cpu")) dev = TT_CPU;
+    else if (!strcmp(device, "cuda")) dev = TT_CUDA;
+    else {
+        fprintf(stderr, "tallow train: --device must be cpu or cuda\n");
+        return 2;
+    }
+    tt_matmul_prec mmp;
+    if (!strcmp(matmul, "f32")) mmp = TT_MM_F32;
+    else if (!strcmp(matmul, "tf32")) mmp = TT_MM_TF32;
+    else if (!strcmp(matmul, "bf16")) mmp = TT_MM_BF16;
+    else {
+        fprintf(stderr, "tallow train: --matmul must be f32, tf32 or bf16\n");
         return 2;
     }
     if (warmup < 0) warmup = steps / 20;
@@ -257,23 +294,26 @@ int cmd_train(int argc, char **argv) {
     }
     if (tt_ctx_init(threads, &c) != TL_OK) goto fail;
     if (tt_model_init(&m, &cfg, seed) != TL_OK) goto fail;
+    if (tt_model_to(&m, dev) != TL_OK) goto fail;
+    tt_ctx_set_matmul_prec(c, mmp);
     tt_optim_config oc = tt_optim_default(TT_OPT_ADAMW, lr);
     oc.weight_decay = wd;
     oc.beta2 = 0.99;
     if (tt_optim_init(&o, &oc, &m.params) != TL_OK) goto fail;
     if (tt_trainer_init(&tr, c, &m, &o, &d, batch, cfg.ctx, seed + 1) != TL_OK) goto fail;
     tr.clip = clip;
+    tr.accum = accum;
     tr.sched = (tt_schedule){TT_SCHED_COSINE, lr, min_lr, warmup, steps, 0, 0};
     if (resume) {
         if (tt_checkpoint_load(resume, &m, &o, &tr.step, &tr.rng) != TL_OK) goto fail;
         fprintf(stderr, "resumed from %s at step %lld\n", resume, (long long)tr.step);
     }
     fprintf(stderr, "%s: %lld params (%lld layers, dim %lld, %lld heads / %lld kv, ffn %lld, ctx %lld, vocab %lld), "
-                    "%lld train / %lld val tokens (%s), batch %d, %d threads\n",
+                    "%lld train / %lld val tokens (%s), batch %d, %d threads, device %s\n",
             cfg.arch == TT_ARCH_GPT2 ? "gpt2" : "llama", (long long)tt_params_count(&m.params), (long long)cfg.layers,
             (long long)cfg.dim, (long long)cfg.heads, (long long)cfg.kv_heads, (long long)cfg.ffn, (long long)cfg.ctx,
             (long long)cfg.vocab, (long long)d.n_train, (long long)(d.n - d.n_train),
-            d.tok_path ? d.tok_path : "bytes", batch, threads);
+            d.tok_path ? d.tok_path : "bytes", batch, threads, tt_device_name(dev));
     snprintf(path, sizeof path, "%s/log.csv", out);
     csv = fopen(path, resume ? "a" : "w");
     if (!csv) {
@@ -298,7 +338,7 @@ int cmd_train(int argc, char **argv) {
         double dt = (double)(tl_time_us() - ts) / 1e6;
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
         double cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
-        tok_s = (double)(batch * cfg.ctx) / (dt > 0 ? dt : 1e-9);
+        tok_s = (double)(batch * accum * cfg.ctx) / (dt > 0 ? dt : 1e-9);
         ema = tr.step - start_step == 1 ? loss : 0.9 * ema + 0.1 * loss;
         ptr[ntr++] = (pt){tr.step, loss};
         double elapsed = (double)(tl_time_us() - t0) / 1e6;

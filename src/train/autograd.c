@@ -49,7 +49,7 @@ void tt_ctx_reset(tt_ctx *c) {
     for (int64_t i = 0; i < c->n_temps; i++) {
         tt_tensor *t = c->temps[i];
         if (t->st->refs == 1 && t->st->data) { /* last user of the buffer: keep it for reuse */
-            tt__pool_put(c, t->st->data, t->st->nbytes);
+            tt__pool_put(c, t->st->device, t->st->data, t->st->nbytes);
             t->st->data = NULL;
         }
         tt_free(t);
@@ -61,9 +61,13 @@ void tt_ctx_reset(tt_ctx *c) {
 void tt_ctx_free(tt_ctx *c) {
     if (!c) return;
     tt_ctx_reset(c);
-    for (int64_t i = 0; i < c->n_pool; i++) free(c->pool[i]);
+    for (int64_t i = 0; i < c->n_pool; i++) {
+        if (c->pool_dev[i] == TT_CPU) free(c->pool[i]);
+        else tt__dev_free(c->pool_dev[i], c->pool[i]);
+    }
     free(c->pool);
     free(c->pool_bytes);
+    free(c->pool_dev);
     free(c->nodes);
     free(c->temps);
     tl_threadpool_free(c->tp);
@@ -82,6 +86,7 @@ size_t tt_ctx_live_bytes(const tt_ctx *c) { return c->live_bytes; }
 bool tt__check(tt_tensor *const *in, int n, const char *op) {
     for (int i = 0; i < n; i++)
         if (!in[i]) return false; /* message already set by whoever failed */
+    if (!tt__on_host(op, (const tt_tensor *const *)in, n)) return false;
     for (int i = 1; i < n; i++)
         if (in[i]->dtype != in[0]->dtype) {
             tl_err(TL_ERR_INVALID, "train: %s: inputs have different dtypes", op);
@@ -180,7 +185,7 @@ tt_tensor *tt__reduce_to(const tt_tensor *g, int ndim, const int64_t *shape) {
 }
 
 tt_tensor *tt__grad_buf(tt_tensor *t) {
-    if (!t->grad) t->grad = tt__grad_new(t->owner, t->dtype, t->ndim, t->shape);
+    if (!t->grad) t->grad = tt__grad_new(t->owner, tt__dev(t), t->dtype, t->ndim, t->shape);
     return t->grad;
 }
 
@@ -200,15 +205,31 @@ tt_tensor *tt__grad_buf(tt_tensor *t) {
                 }                                                                     \
     } while (0)
 
+/* On a device: g has t's shape (any strides) or t's numel (contiguous):
+ * broadcast reductions are the ops' own business there. */
+static tl_status acc_grad_dev(tt_tensor *t, const tt_tensor *g) {
+    if (tt__dev(g) != tt__dev(t) || g->dtype != t->dtype || tt_numel(g) != tt_numel(t))
+        return tl_err(TL_ERR_INVALID, "train: gradient on %s of %lld elements for a tensor on %s of %lld",
+                      tt_device_name(tt__dev(g)), (long long)tt_numel(g), tt_device_name(tt__dev(t)),
+                      (long long)tt_numel(t));
+    bool fresh = !t->grad;
+    if (fresh) {
+        t->grad = tt__grad_new(t->owner, tt__dev(t), t->dtype, t->ndim, t->shape);
+        if (!t->grad) return TL_ERR_NOMEM;
+    }
+    return tt__dev_copy(t->grad, g, !fresh);
+}
+
 tl_status tt__acc_grad(tt_tensor *t, const tt_tensor *g) {
     if (!g) return TL_ERR_NOMEM;
+    if (tt__dev(t) != TT_CPU || tt__dev(g) != TT_CPU) return acc_grad_dev(t, g);
     bool bcast = g->ndim == t->ndim;
     for (int i = 0; bcast && i < t->ndim; i++) bcast = g->shape[i] == t->shape[i] || g->shape[i] == 1;
     if ((!bcast && tt_numel(g) != tt_numel(t)) || g->dtype != t->dtype)
         return tl_err(TL_ERR_INVALID, "train: gradient of %lld elements for a tensor of %lld",
                       (long long)tt_numel(g), (long long)tt_numel(t));
     if (!t->grad) { /* first gradient: copy instead of zero + add */
-        t->grad = tt__grad_new(t->owner, t->dtype, t->ndim, t->shape);
+        t->grad = tt__grad_new(t->owner, TT_CPU, t->dtype, t->ndim, t->shape);
         if (!t->grad) return TL_ERR_NOMEM;
         if (tt_numel(g) == tt_numel(t)) {
             tt_copy_(t->grad, g); /* same shape: strided copy; else row-major order */
@@ -288,7 +309,7 @@ tl_status tt_backward_with(tt_ctx *c, tt_tensor *root, const tt_tensor *seed) {
         if (out != root && !out->retain_grad && out->owner && out->n_uses == 0 && out->st->refs == 1 &&
             out->st->data) {
             c->live_bytes -= out->st->nbytes < c->live_bytes ? out->st->nbytes : c->live_bytes;
-            tt__pool_put(c, out->st->data, out->st->nbytes);
+            tt__pool_put(c, out->st->device, out->st->data, out->st->nbytes);
             out->st->data = NULL;
             out->st->nbytes = 0;
         }
@@ -302,6 +323,12 @@ tl_status tt_backward(tt_ctx *c, tt_tensor *root) {
     if (tt_numel(root) != 1)
         return tl_err(TL_ERR_INVALID, "train: backward needs a scalar (got %lld elements); use tt_backward_with",
                       (long long)tt_numel(root));
+    if (tt__dev(root) != TT_CPU) { /* a temporary: no device free inside the step */
+        tt_tensor *seed = tt__temp_on(c, tt__dev(root), root->dtype, root->ndim, root->shape);
+        if (!seed) return TL_ERR_NOMEM;
+        tl_status s = tt__dev_fill(seed, 1.0);
+        return s != TL_OK ? s : tt_backward_with(c, root, seed);
+    }
     tt_tensor *seed = tt_new(root->dtype, root->ndim, root->shape);
     if (!seed) return TL_ERR_NOMEM;
     tt_fill(seed, 1.0);

@@ -57,11 +57,42 @@ static tl_status meta_u(st_writer *w, const char *k, uint64_t v) {
 }
 
 /* tokenizer NULL: a byte-level run (no tokenizer record). */
+/* Host bytes of t: its own, or (on a device) a download kept in *keep
+ * (freed by the caller after the write). */
+typedef struct host_keep {
+    void **p;
+    int n, cap;
+} host_keep;
+
+static const void *host_data(const tt_tensor *t, host_keep *k, tl_status *s) {
+    if (tt__dev(t) == TT_CPU) return tt_data(t);
+    if (k->n == k->cap) {
+        int cap = k->cap ? 2 * k->cap : 64;
+        void **p = realloc(k->p, (size_t)cap * sizeof *p);
+        if (!p) {
+            *s = tl_err(TL_ERR_NOMEM, "checkpoint: out of memory");
+            return NULL;
+        }
+        k->p = p;
+        k->cap = cap;
+    }
+    size_t nb = tbytes(t);
+    void *h = malloc(nb ? nb : 1);
+    if (!h) {
+        *s = tl_err(TL_ERR_NOMEM, "checkpoint: out of memory for %zu bytes", nb);
+        return NULL;
+    }
+    k->p[k->n++] = h;
+    *s = tt__dev_d2h(tt__dev(t), h, tt_data(t), nb);
+    return *s ? NULL : h;
+}
+
 static tl_status save(const char *path, const tt_model *m, const tt_optim *o, int64_t step, const tt_rng *rng,
                       const char *tokenizer, int64_t tok_vocab) {
     st_writer *w;
     tl_status s = st_writer_init(&w);
     if (s != TL_OK) return s;
+    host_keep keep = {0};
     const tt_model_config *k = &m->cfg;
     char name[128];
     s = st_writer_meta(w, "format", CKPT_FORMAT);
@@ -88,18 +119,23 @@ static tl_status save(const char *path, const tt_model *m, const tt_optim *o, in
     for (int i = 0; !s && i < m->params.n; i++) {
         const tt_param *p = &m->params.p[i];
         snprintf(name, sizeof name, "model.%s", p->name);
-        s = st_writer_add(w, name, st_name(p->t->dtype), p->t->ndim, p->t->shape, tt_data(p->t), tbytes(p->t));
+        const void *hd = host_data(p->t, &keep, &s);
+        if (!s) s = st_writer_add(w, name, st_name(p->t->dtype), p->t->ndim, p->t->shape, hd, tbytes(p->t));
         if (!s && o && o->m[i]) {
             snprintf(name, sizeof name, "optim.m.%s", p->name);
-            s = st_writer_add(w, name, "F32", p->t->ndim, p->t->shape, tt_data(o->m[i]), (size_t)tt_numel(p->t) * 4);
+            hd = host_data(o->m[i], &keep, &s);
+            if (!s) s = st_writer_add(w, name, "F32", p->t->ndim, p->t->shape, hd, (size_t)tt_numel(p->t) * 4);
         }
         if (!s && o && o->v[i]) {
             snprintf(name, sizeof name, "optim.v.%s", p->name);
-            s = st_writer_add(w, name, "F32", p->t->ndim, p->t->shape, tt_data(o->v[i]), (size_t)tt_numel(p->t) * 4);
+            hd = host_data(o->v[i], &keep, &s);
+            if (!s) s = st_writer_add(w, name, "F32", p->t->ndim, p->t->shape, hd, (size_t)tt_numel(p->t) * 4);
         }
     }
     if (!s) s = st_writer_write(w, path);
     st_writer_free(w);
+    for (int i = 0; i < keep.n; i++) free(keep.p[i]);
+    free(keep.p);
     return s;
 }
 
@@ -204,9 +240,13 @@ static tl_status load_into(const st_file *f, const char *path, const char *name,
                       path, name, e->ndim, (long long)(e->ndim ? e->shape[0] : 0), t->ndim,
                       (long long)(t->ndim ? t->shape[0] : 0));
     if (!strcmp(e->dtype, st_name(t->dtype)) && e->nbytes == tbytes(t) && tt_is_contiguous(t)) {
+        if (tt__dev(t) != TT_CPU) return tt__dev_h2d(tt__dev(t), tt_data(t), e->data, e->nbytes);
         memcpy(tt_data(t), e->data, e->nbytes);
         return TL_OK;
     }
+    if (tt__dev(t) != TT_CPU)
+        return tl_err(TL_ERR_UNSUPPORTED, "checkpoint '%s': tensor '%s' is %s: a %s model loads its own dtype only",
+                      path, name, e->dtype, tt_device_name(tt__dev(t)));
     tt_tensor *src = entry_tensor(e, path);
     if (!src) return tl_err_prefix(TL_ERR_FORMAT, "checkpoint: ");
     tt_copy_(t, src);

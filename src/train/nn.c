@@ -76,6 +76,14 @@ void tt_model_free(tt_model *m) {
     memset(m, 0, sizeof *m);
 }
 
+tl_status tt_model_to(tt_model *m, tt_device dev) {
+    for (int i = 0; i < m->params.n; i++) {
+        tl_status s = tt_tensor_move(m->params.p[i].t, dev);
+        if (s != TL_OK) return tl_err_prefix(s, "model to %s: '%s': ", tt_device_name(dev), m->params.p[i].name);
+    }
+    return TL_OK;
+}
+
 tl_status tt_model_init(tt_model *m, const tt_model_config *cfg, uint64_t seed) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;

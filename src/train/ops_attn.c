@@ -164,6 +164,9 @@ static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale) {
+#ifdef TALLOW_CUDA
+    if (q && tt__dev(q) == TT_CUDA) return tt__cu_attention(c, q, k, v, causal, scale);
+#endif
     tt_tensor *in0[3] = {q, k, v};
     if (!tt__check(in0, 3, "attention")) return NULL;
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0] ||

@@ -183,6 +183,7 @@ static bool chan_ok(const tt_tensor *t, int64_t C, tt_dtype dt) {
 
 tt_tensor *tt_batch_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, tt_tensor *running_mean,
                          tt_tensor *running_var, bool training, double momentum, double eps) {
+    TT__HOST_ONLY("batch_norm", NULL, x, w, b, running_mean, running_var);
     if (!x) return NULL;
     if (x->ndim < 2) {
         tl_err(TL_ERR_INVALID, "train: batch_norm needs x [N, C, ...] (got %d-d)", x->ndim);

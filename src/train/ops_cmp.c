@@ -122,6 +122,7 @@ static tl_status bw_where(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_where(tt_ctx *c, tt_tensor *cond, tt_tensor *a, tt_tensor *b) {
+    TT__HOST_ONLY("where", NULL, cond, a, b);
     if (!cond) return NULL;
     tt_tensor *ab[2] = {a, b};
     if (!tt__check(ab, 2, "where") || !tt__check_compute(a, "where")) return NULL;
@@ -137,6 +138,7 @@ tt_tensor *tt_where(tt_ctx *c, tt_tensor *cond, tt_tensor *a, tt_tensor *b) {
 }
 
 tt_tensor *tt_masked_fill(tt_ctx *c, tt_tensor *x, tt_tensor *mask, double v) {
+    TT__HOST_ONLY("masked_fill", NULL, x, mask);
     if (!x || !mask || !tt__check_compute(x, "masked_fill")) return NULL;
     tt_tensor *in[2] = {x, mask};
     int ondim;

@@ -310,6 +310,7 @@ static tl_status bw_conv(tt_ctx *c, tt_node *n, const tt_tensor *gout) {
 }
 
 tt_tensor *tt_conv2d(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias, const tt_conv2d_opt *o) {
+    TT__HOST_ONLY("conv2d", NULL, x, w, bias);
     tt_tensor *in3[3] = {x, w, bias};
     if (!tt__check(in3, bias ? 3 : 2, "conv2d")) return NULL;
     tt_conv2d_opt d = o ? *o : tt_conv2d_opt_make(1, 0, 1, 1);

@@ -26,6 +26,7 @@ static tl_status bw_to(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_to(tt_ctx *c, tt_tensor *x, tt_dtype dt) {
+    TT__HOST_ONLY("to", NULL, x);
     if (!x) return NULL;
     if ((int)dt < TT_F32 || (int)dt > TT_I32) {
         tl_err(TL_ERR_INVALID, "train: to: unknown dtype %d", (int)dt);

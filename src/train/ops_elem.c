@@ -131,6 +131,10 @@ static tl_status bw_bin(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 static const char *bin_names[] = {"add", "sub", "mul", "div"};
 
 static tt_tensor *binary(tt_ctx *c, int op, tt_tensor *a, tt_tensor *b) {
+#ifdef TALLOW_CUDA
+    if (op == B_ADD && a && tt__dev(a) == TT_CUDA) return tt__cu_add(c, a, b);
+    if (op == B_MUL && a && tt__dev(a) == TT_CUDA) return tt__cu_mul(c, a, b);
+#endif
     tt_tensor *in[2] = {a, b};
     if (!tt__check(in, 2, bin_names[op]) || !tt__check_compute(a, bin_names[op])) return NULL;
     int ondim;
@@ -337,6 +341,10 @@ static tl_status bw_unary(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 static tt_tensor *unary(tt_ctx *c, int op, tt_tensor *x, double p) {
+#ifdef TALLOW_CUDA
+    if (op == U_GELU_TANH && x && tt__dev(x) == TT_CUDA) return tt__cu_gelu_tanh(c, x);
+    if (op == U_SILU && x && tt__dev(x) == TT_CUDA) return tt__cu_silu(c, x);
+#endif
     if (!tt__check_compute(x, un_names[op])) return NULL;
     tt_tensor *xc = tt_contiguous(c, x); /* recorded, so grads reach a strided x */
     if (!xc) return NULL;
@@ -433,10 +441,12 @@ static tt_tensor *reduce(tt_ctx *c, tt_tensor *x, int dim, bool keepdim, bool me
 tt_tensor *tt_sum(tt_ctx *c, tt_tensor *x) { return reduce(c, x, -1, false, false); }
 tt_tensor *tt_mean(tt_ctx *c, tt_tensor *x) { return reduce(c, x, -1, false, true); }
 tt_tensor *tt_sum_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim) {
+    TT__HOST_ONLY("sum_dim", NULL, x);
     if (x && dim < 0) dim += x->ndim;
     return reduce(c, x, dim, keepdim, false);
 }
 tt_tensor *tt_mean_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim) {
+    TT__HOST_ONLY("mean_dim", NULL, x);
     if (x && dim < 0) dim += x->ndim;
     return reduce(c, x, dim, keepdim, true);
 }

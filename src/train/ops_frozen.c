@@ -71,6 +71,7 @@ static tl_status bw_frozen(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_linear_frozen(tt_ctx *c, tt_tensor *x, const void *w, uint32_t type, int64_t n_in, int64_t n_out) {
+    TT__HOST_ONLY("linear_frozen", NULL, x);
     if (!x) return NULL;
     const tl_type_info *ti = tl_type_get(type);
     size_t rb = ti && n_in > 0 ? tl_row_bytes(type, n_in) : 0;

@@ -51,6 +51,7 @@ static tt_tensor *cat_small(tt_ctx *c, int n, tt_tensor *const *xs, int d) {
 }
 
 tt_tensor *tt_cat(tt_ctx *c, int n, tt_tensor *const *xs, int dim) {
+    for (int i_ = 0; i_ < n; i_++) TT__HOST_ONLY("cat", NULL, xs[i_]);
     if (n < 1 || !xs) {
         tl_err(TL_ERR_INVALID, "train: cat of %d tensors", n);
         return NULL;
@@ -94,6 +95,7 @@ tt_tensor *tt_cat(tt_ctx *c, int n, tt_tensor *const *xs, int dim) {
 }
 
 tt_tensor *tt_stack(tt_ctx *c, int n, tt_tensor *const *xs, int dim) {
+    for (int i_ = 0; i_ < n; i_++) TT__HOST_ONLY("stack", NULL, xs[i_]);
     if (n < 1 || !xs) {
         tl_err(TL_ERR_INVALID, "train: stack of %d tensors", n);
         return NULL;
@@ -216,6 +218,7 @@ static bool index_at(const tt_tensor *idx, int64_t i, int64_t lim, const char *o
 }
 
 tt_tensor *tt_gather(tt_ctx *c, tt_tensor *x, int dim, tt_tensor *index) {
+    TT__HOST_ONLY("gather", NULL, x, index);
     if (!x || !index || !tt__check_compute(x, "gather")) return NULL;
     char sx[64], si[64];
     int d = dim < 0 ? dim + x->ndim : dim;
@@ -308,6 +311,7 @@ static tt_tensor *index_select_vals(tt_ctx *c, tt_tensor *x, int dim, const tt_t
 }
 
 tt_tensor *tt_index_select(tt_ctx *c, tt_tensor *x, int dim, tt_tensor *index) {
+    TT__HOST_ONLY("index_select", NULL, x, index);
     if (!x || !index || !tt__check_compute(x, "index_select")) return NULL;
     if (index->ndim != 1) {
         char si[64];
@@ -318,6 +322,7 @@ tt_tensor *tt_index_select(tt_ctx *c, tt_tensor *x, int dim, tt_tensor *index) {
 }
 
 tt_tensor *tt_index_select_ids(tt_ctx *c, tt_tensor *x, int dim, const int32_t *ids, int64_t n) {
+    TT__HOST_ONLY("index_select_ids", NULL, x);
     if (!x || !tt__check_compute(x, "index_select")) return NULL;
     if (n < 0 || (n > 0 && !ids)) {
         tl_err(TL_ERR_INVALID, "train: index_select: %lld ids", (long long)n);

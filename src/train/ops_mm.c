@@ -119,6 +119,7 @@ static tl_status bw_matmul(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_matmul(tt_ctx *c, tt_tensor *a, tt_tensor *b) {
+    TT__HOST_ONLY("matmul", NULL, a, b);
     tt_tensor *in[2] = {a, b};
     if (!tt__check(in, 2, "matmul")) return NULL;
     mm_shape p;
@@ -179,6 +180,9 @@ static tl_status bw_linear(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias) {
+#ifdef TALLOW_CUDA
+    if (x && tt__dev(x) == TT_CUDA) return tt__cu_linear(c, x, w, bias);
+#endif
     tt_tensor *in3[3] = {x, w, bias};
     if (!tt__check(in3, bias ? 3 : 2, "linear")) return NULL;
     if (w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] || (bias && tt_numel(bias) != w->shape[0])) {

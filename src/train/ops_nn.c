@@ -65,6 +65,7 @@ static tl_status bw_softmax(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 
 static tt_tensor *softmax_op(tt_ctx *c, tt_tensor *x, int logm) {
     if (!x) return NULL;
+    TT__HOST_ONLY(logm ? "log_softmax" : "softmax", NULL, x);
     tt_tensor *xc = tt_contiguous(c, x);
     if (!xc) return NULL;
     tt_tensor *o = tt__temp(c, x->dtype, x->ndim, x->shape);
@@ -108,6 +109,9 @@ static tl_status bw_embedding(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 
 tt_tensor *tt_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndim, const int64_t *shape) {
     if (!w) return NULL;
+#ifdef TALLOW_CUDA
+    if (tt__dev(w) == TT_CUDA) return tt__cu_embedding(c, w, ids, ndim, shape);
+#endif
     if (w->ndim != 2 || !tt_is_contiguous(w) || ndim < 1 || ndim >= TT_MAX_DIMS) {
         tl_err(TL_ERR_INVALID, "train: embedding needs a contiguous [V, C] table and 1..%d index dims",
                TT_MAX_DIMS - 1);
@@ -211,6 +215,9 @@ static tl_status bw_norm(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 static tt_tensor *norm_op(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps, int rms) {
+#ifdef TALLOW_CUDA
+    if (x && tt__dev(x) == TT_CUDA) return tt__cu_norm(c, x, w, b, eps, rms);
+#endif
     tt_tensor *in3[3] = {x, w, b};
     const char *name = rms ? "rmsnorm" : "layernorm";
     if (!tt__check(in3, b ? 3 : 2, name)) return NULL;
@@ -307,6 +314,10 @@ static tl_status bw_rope(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta) {
+#ifdef TALLOW_CUDA
+    if (x && tt__dev(x) == TT_CUDA) return tt__cu_rope(c, x, pos0, theta);
+#endif
+    TT__HOST_ONLY("rope", NULL, x);
     if (!x) return NULL;
     if (x->ndim != 4 || x->shape[3] % 2) {
         tl_err(TL_ERR_INVALID, "train: rope needs [B, T, H, D] with even D");
@@ -369,6 +380,9 @@ static tl_status bw_ce(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 
 tt_tensor *tt_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *targets, int32_t ignore_index) {
     if (!logits) return NULL;
+#ifdef TALLOW_CUDA
+    if (tt__dev(logits) == TT_CUDA) return tt__cu_cross_entropy(c, logits, targets, ignore_index);
+#endif
     tt_tensor *xc = tt_contiguous(c, logits);
     if (!xc) return NULL;
     int64_t R = ROWS(logits), C = COLS(logits), cnt = 0;
@@ -433,6 +447,7 @@ tt_tensor *tt_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *targets
 
 /* ---- MSE ------------------------------------------------------------------ */
 tt_tensor *tt_mse(tt_ctx *c, tt_tensor *a, tt_tensor *b) {
+    TT__HOST_ONLY("mse", NULL, a, b);
     tt_tensor *d = tt_sub(c, a, b);
     return tt_mean(c, tt_mul(c, d, d));
 }
@@ -450,6 +465,7 @@ static tl_status bw_dropout(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_dropout(tt_ctx *c, tt_tensor *x, double p, uint64_t seed, bool training) {
+    TT__HOST_ONLY("dropout", NULL, x);
     if (!x) return NULL;
     if (!training || p <= 0) return x;
     if (p >= 1) {

@@ -183,6 +183,7 @@ static tl_status pool_bw(tt_ctx *c, tt_node *n, const tt_tensor *gout, int kind)
 static tl_status bw_maxpool(tt_ctx *c, tt_node *n, const tt_tensor *gout) { return pool_bw(c, n, gout, PJ_MAX_BW); }
 
 tt_tensor *tt_max_pool2d(tt_ctx *c, tt_tensor *x, const tt_pool_opt *o) {
+    TT__HOST_ONLY("max_pool2d", NULL, x);
     pool_geom g;
     if (!pool_setup(x, o, "max_pool2d", &g)) return NULL;
     if (g.H * g.W > INT32_MAX) {
@@ -296,6 +297,7 @@ static void pool_planes(const pool_job *j, int64_t p0, int64_t p1) {
 static tl_status bw_avgpool(tt_ctx *c, tt_node *n, const tt_tensor *gout) { return pool_bw(c, n, gout, PJ_AVG); }
 
 tt_tensor *tt_avg_pool2d(tt_ctx *c, tt_tensor *x, const tt_pool_opt *o, bool count_include_pad) {
+    TT__HOST_ONLY("avg_pool2d", NULL, x);
     pool_geom g;
     if (!pool_setup(x, o, "avg_pool2d", &g)) return NULL;
     tt_tensor *xc = tt_contiguous(c, x);
@@ -359,6 +361,7 @@ static tl_status bw_adapt(tt_ctx *c, tt_node *n, const tt_tensor *gout) {
 }
 
 tt_tensor *tt_adaptive_avg_pool2d(tt_ctx *c, tt_tensor *x, int64_t oh, int64_t ow) {
+    TT__HOST_ONLY("adaptive_avg_pool2d", NULL, x);
     if (!x) return NULL;
     if (x->ndim != 4 || oh < 1 || ow < 1 || x->shape[2] < 1 || x->shape[3] < 1) {
         tl_err(TL_ERR_INVALID,

@@ -186,21 +186,27 @@ static tt_tensor *moments(tt_ctx *c, int kind, tt_tensor *x, int nd, const int *
 }
 
 tt_tensor *tt_sum_dims(tt_ctx *c, tt_tensor *x, int n, const int *dims, bool keepdim) {
+    TT__HOST_ONLY("sum_dims", NULL, x);
     return moments(c, R_SUM, x, n, dims, false, keepdim);
 }
 tt_tensor *tt_mean_dims(tt_ctx *c, tt_tensor *x, int n, const int *dims, bool keepdim) {
+    TT__HOST_ONLY("mean_dims", NULL, x);
     return moments(c, R_MEAN, x, n, dims, false, keepdim);
 }
 tt_tensor *tt_var_dims(tt_ctx *c, tt_tensor *x, int n, const int *dims, bool unbiased, bool keepdim) {
+    TT__HOST_ONLY("var_dims", NULL, x);
     return moments(c, R_VAR, x, n, dims, unbiased, keepdim);
 }
 tt_tensor *tt_std_dims(tt_ctx *c, tt_tensor *x, int n, const int *dims, bool unbiased, bool keepdim) {
+    TT__HOST_ONLY("std_dims", NULL, x);
     return moments(c, R_STD, x, n, dims, unbiased, keepdim);
 }
 tt_tensor *tt_var(tt_ctx *c, tt_tensor *x, int dim, bool unbiased, bool keepdim) {
+    TT__HOST_ONLY("var", NULL, x);
     return moments(c, R_VAR, x, 1, &dim, unbiased, keepdim);
 }
 tt_tensor *tt_std(tt_ctx *c, tt_tensor *x, int dim, bool unbiased, bool keepdim) {
+    TT__HOST_ONLY("std", NULL, x);
     return moments(c, R_STD, x, 1, &dim, unbiased, keepdim);
 }
 
@@ -284,20 +290,24 @@ static bool pick_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim, bool is_max
 }
 
 tt_tensor *tt_max_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim, tt_tensor **indices) {
+    TT__HOST_ONLY("max_dim", NULL, x);
     tt_tensor *v = NULL;
     if (indices) *indices = NULL;
     return pick_dim(c, x, dim, keepdim, true, "max", &v, indices) ? v : NULL;
 }
 tt_tensor *tt_min_dim(tt_ctx *c, tt_tensor *x, int dim, bool keepdim, tt_tensor **indices) {
+    TT__HOST_ONLY("min_dim", NULL, x);
     tt_tensor *v = NULL;
     if (indices) *indices = NULL;
     return pick_dim(c, x, dim, keepdim, false, "min", &v, indices) ? v : NULL;
 }
 tt_tensor *tt_argmax(tt_ctx *c, tt_tensor *x, int dim, bool keepdim) {
+    TT__HOST_ONLY("argmax", NULL, x);
     tt_tensor *i = NULL;
     return pick_dim(c, x, dim, keepdim, true, "argmax", NULL, &i) ? i : NULL;
 }
 tt_tensor *tt_argmin(tt_ctx *c, tt_tensor *x, int dim, bool keepdim) {
+    TT__HOST_ONLY("argmin", NULL, x);
     tt_tensor *i = NULL;
     return pick_dim(c, x, dim, keepdim, false, "argmin", NULL, &i) ? i : NULL;
 }

@@ -22,13 +22,15 @@ static int norm_dim(int d, int ndim) { return d < 0 ? d + ndim : d; }
                 }                                                                        \
     } while (0)
 
-static void add_into(tt_tensor *dst, const tt_tensor *src) {
+static tl_status add_into(tt_tensor *dst, const tt_tensor *src) {
+    if (tt__dev(dst) != TT_CPU || tt__dev(src) != TT_CPU) return tt__dev_copy(dst, src, true);
     int64_t sh[4], sd[4], ss[4];
     tt__shape4(dst->ndim, dst->shape, sh);
     tt__bstrides4(dst, dst->ndim, dst->shape, sd);
     tt__bstrides4(src, dst->ndim, dst->shape, ss);
     if (dst->dtype == TT_F32) ADDINTO4(float);
     else ADDINTO4(double);
+    return TL_OK;
 }
 
 static tl_status bw_passthrough(tt_ctx *c, tt_node *n, const tt_tensor *g) {
@@ -39,9 +41,13 @@ tt_tensor *tt_contiguous(tt_ctx *c, tt_tensor *x) {
     if (!x) return NULL;
     if (tt_is_contiguous(x)) return x;
     if (!tt__grad_dtype_ok(c, x, "contiguous")) return NULL;
-    tt_tensor *o = tt__temp_any(c, x->dtype, x->ndim, x->shape); /* storage dtypes too: a copy */
+    tt_tensor *o = tt__temp_on(c, tt__dev(x), x->dtype, x->ndim, x->shape); /* storage dtypes too: a copy */
     if (!o) return NULL;
-    tt_copy_(o, x);
+    if (tt__dev(x) != TT_CPU) {
+        if (tt__dev_copy(o, x, false) != TL_OK) return NULL;
+    } else {
+        tt_copy_(o, x);
+    }
     if (tt__needs_grad(c, &x, 1) && !tt__record(c, "contiguous", bw_passthrough, o, &x, 1)) return NULL;
     return o;
 }
@@ -191,8 +197,7 @@ static tl_status bw_narrow(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     int dim = (int)n->i[0];
     v.offset = gb->offset + n->i[1] * gb->stride[dim];
     v.shape[dim] = n->i[2];
-    add_into(&v, g);
-    return TL_OK;
+    return add_into(&v, g);
 }
 
 tt_tensor *tt_narrow(tt_ctx *c, tt_tensor *x, int dim, int64_t start, int64_t len) {
@@ -227,6 +232,7 @@ static tl_status bw_expand(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 }
 
 tt_tensor *tt_expand(tt_ctx *c, tt_tensor *x, int ndim, const int64_t *shape) {
+    TT__HOST_ONLY("expand", NULL, x);
     if (!x || !tt__grad_dtype_ok(c, x, "expand")) return NULL;
     if (ndim < x->ndim || ndim > TT_MAX_DIMS) {
         tl_err(TL_ERR_INVALID, "train: expand of a %d-d tensor to %d dims", x->ndim, ndim);
@@ -301,8 +307,7 @@ static tl_status bw_slice(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     v.offset = gb->offset + n->i[1] * gb->stride[dim];
     v.shape[dim] = n->i[2];
     v.stride[dim] = gb->stride[dim] * n->i[3];
-    add_into(&v, g);
-    return TL_OK;
+    return add_into(&v, g);
 }
 
 tt_tensor *tt_slice(tt_ctx *c, tt_tensor *x, int dim, int64_t start, int64_t end, int64_t step) {

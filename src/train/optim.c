@@ -37,8 +37,13 @@ tl_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, tt_params *para
     for (int i = 0; i < params->n; i++) {
         tt_tensor *p = params->p[i].t;
         bool adam = cfg->kind != TT_OPT_SGD;
-        if (adam || cfg->momentum != 0) o->m[i] = tt_new(TT_F32, p->ndim, p->shape);
-        if (adam) o->v[i] = tt_new(TT_F32, p->ndim, p->shape);
+        tt_device dev = tt__dev(p);
+        if (dev != TT_CPU && cfg->kind != TT_OPT_ADAMW) {
+            tt_optim_free(o);
+            return tl_err(TL_ERR_UNSUPPORTED, "optim: on %s only AdamW has a kernel", tt_device_name(dev));
+        }
+        if (adam || cfg->momentum != 0) o->m[i] = tt_new_on(dev, TT_F32, p->ndim, p->shape);
+        if (adam) o->v[i] = tt_new_on(dev, TT_F32, p->ndim, p->shape);
         if ((adam || cfg->momentum != 0) && !o->m[i]) {
             tt_optim_free(o);
             return tl_err(TL_ERR_NOMEM, "optim: out of memory");
@@ -53,6 +58,9 @@ tl_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, tt_params *para
 
 void tt_optim_free(tt_optim *o) {
     if (!o) return;
+#ifdef TALLOW_CUDA
+    tt__cu_optim_free(o);
+#endif
     if (o->params)
         for (int i = 0; i < o->params->n; i++) {
             if (o->m) tt_free(o->m[i]);
@@ -63,7 +71,29 @@ void tt_optim_free(tt_optim *o) {
     memset(o, 0, sizeof *o);
 }
 
+#ifdef TALLOW_CUDA
+static bool on_device(const tt_optim *o) { return o->params->n && tt__dev(o->params->p[0].t) != TT_CPU; }
+#endif
+
+tl_status tt_optim_step_clipped(tt_optim *o, double lr, double max_norm) {
+#ifdef TALLOW_CUDA
+    if (on_device(o)) return tt__cu_optim_step(o, lr, max_norm);
+#endif
+    o->last_norm = max_norm > 0 ? tt_clip_grad_norm(o->params, max_norm) : 0;
+    return tt_optim_step(o, lr);
+}
+
+double tt_optim_last_norm(tt_optim *o) {
+#ifdef TALLOW_CUDA
+    if (on_device(o)) return tt__cu_optim_norm(o);
+#endif
+    return o->last_norm;
+}
+
 tl_status tt_optim_step(tt_optim *o, double lr) {
+#ifdef TALLOW_CUDA
+    if (on_device(o)) return tt__cu_optim_step(o, lr, 0);
+#endif
     const tt_optim_config *k = &o->cfg;
     o->step++;
     float b1 = (float)k->beta1, b2 = (float)k->beta2;
@@ -112,6 +142,12 @@ tl_status tt_optim_step(tt_optim *o, double lr) {
 }
 
 double tt_clip_grad_norm(tt_params *ps, double max_norm) {
+    for (int i = 0; i < ps->n; i++)
+        if (tt__dev(ps->p[i].t) != TT_CPU) {
+            tl_err(TL_ERR_UNSUPPORTED, "train: clip_grad_norm of %s parameters: use tt_optim_step_clipped",
+                   tt_device_name(tt__dev(ps->p[i].t)));
+            return NAN;
+        }
     double tot = 0;
     for (int i = 0; i < ps->n; i++) {
         tt_tensor *g = ps->p[i].t->grad;

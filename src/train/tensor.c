@@ -9,17 +9,26 @@
 
 #include "train/tt_internal.h"
 
-static tt_storage *st_new(size_t nbytes) {
+static tt_storage *st_new(size_t nbytes, tt_device dev) {
     tt_storage *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     size_t alloc = (nbytes + 63) & ~(size_t)63;
     if (alloc == 0) alloc = 64;
-    s->data = aligned_alloc(64, alloc);
+    s->device = dev;
+    if (dev == TT_CPU) {
+        s->data = aligned_alloc(64, alloc);
+        if (s->data) memset(s->data, 0, alloc);
+    } else {
+        s->data = tt__dev_alloc(dev, alloc);
+        if (s->data && tt__dev_zero(dev, s->data, alloc) != TL_OK) {
+            tt__dev_free(dev, s->data);
+            s->data = NULL;
+        }
+    }
     if (!s->data) {
         free(s);
         return NULL;
     }
-    memset(s->data, 0, alloc);
     s->nbytes = nbytes;
     s->refs = 1;
     return s;
@@ -27,7 +36,8 @@ static tt_storage *st_new(size_t nbytes) {
 
 static void st_release(tt_storage *s) {
     if (s && --s->refs == 0) {
-        free(s->data);
+        if (s->device == TT_CPU) free(s->data);
+        else tt__dev_free(s->device, s->data);
         free(s);
     }
 }
@@ -52,7 +62,7 @@ static void set_contig_strides(tt_tensor *t) {
     }
 }
 
-static tt_tensor *tensor_alloc(tt_dtype dt, int ndim, const int64_t *shape) {
+static tt_tensor *tensor_alloc(tt_device dev, tt_dtype dt, int ndim, const int64_t *shape) {
     int64_t n;
     if (!shape_ok(ndim, shape, &n)) {
         tl_err(TL_ERR_INVALID, "train: bad tensor shape (ndim %d)", ndim);
@@ -67,16 +77,25 @@ static tt_tensor *tensor_alloc(tt_dtype dt, int ndim, const int64_t *shape) {
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     set_contig_strides(t);
-    t->st = st_new((size_t)n * tt__esize(dt));
+    t->st = st_new((size_t)n * tt__esize(dt), dev);
     if (!t->st) {
         free(t);
-        tl_err(TL_ERR_NOMEM, "train: out of memory for %lld elements", (long long)n);
+        tl_err(TL_ERR_NOMEM, "train: out of %s memory for %lld elements", tt_device_name(dev), (long long)n);
         return NULL;
     }
     return t;
 }
 
-tt_tensor *tt_new(tt_dtype dt, int ndim, const int64_t *shape) { return tensor_alloc(dt, ndim, shape); }
+tt_tensor *tt_new(tt_dtype dt, int ndim, const int64_t *shape) { return tensor_alloc(TT_CPU, dt, ndim, shape); }
+
+tt_tensor *tt_new_on(tt_device dev, tt_dtype dt, int ndim, const int64_t *shape) {
+    if (!tt_device_available(dev)) {
+        tl_err(TL_ERR_UNSUPPORTED, "train: no %s device (%s)", tt_device_name(dev),
+               tt__dev_compiled(dev) ? "none answered" : "this build has no CUDA");
+        return NULL;
+    }
+    return tensor_alloc(dev, dt, ndim, shape);
+}
 
 tt_tensor *tt_new_from(tt_dtype dt, int ndim, const int64_t *shape, const double *vals) {
     tt_tensor *t = tt_new(dt, ndim, shape);
@@ -106,55 +125,65 @@ static bool temps_push(tt_ctx *c, tt_tensor *t) {
     return true;
 }
 
-void tt__pool_put(tt_ctx *c, void *data, size_t nbytes) {
+void tt__pool_put(tt_ctx *c, tt_device dev, void *data, size_t nbytes) {
     if (!data) return;
     if (c->n_pool == c->cap_pool) {
         int64_t cap = c->cap_pool ? c->cap_pool * 2 : 256;
         void **p = realloc(c->pool, (size_t)cap * sizeof *p);
-        size_t *b = p ? realloc(c->pool_bytes, (size_t)cap * sizeof *b) : NULL;
         if (p) c->pool = p;
-        if (!p || !b) {
-            free(data);
+        size_t *b = p ? realloc(c->pool_bytes, (size_t)cap * sizeof *b) : NULL;
+        if (b) c->pool_bytes = b;
+        tt_device *d = b ? realloc(c->pool_dev, (size_t)cap * sizeof *d) : NULL;
+        if (!d) {
+            if (dev == TT_CPU) free(data);
+            else tt__dev_free(dev, data);
             return;
         }
-        c->pool_bytes = b;
+        c->pool_dev = d;
         c->cap_pool = cap;
     }
     c->pool[c->n_pool] = data;
+    c->pool_dev[c->n_pool] = dev;
     c->pool_bytes[c->n_pool++] = nbytes;
 }
 
-/* A pooled buffer of exactly nbytes, or NULL. Contents are stale. */
-static void *pool_get(tt_ctx *c, size_t nbytes) {
+/* A pooled buffer of exactly nbytes on dev, or NULL. Contents are stale. */
+static void *pool_get(tt_ctx *c, tt_device dev, size_t nbytes) {
     for (int64_t i = c->n_pool - 1; i >= 0; i--)
-        if (c->pool_bytes[i] == nbytes) {
+        if (c->pool_bytes[i] == nbytes && c->pool_dev[i] == dev) {
             void *p = c->pool[i];
             c->pool[i] = c->pool[c->n_pool - 1];
             c->pool_bytes[i] = c->pool_bytes[c->n_pool - 1];
+            c->pool_dev[i] = c->pool_dev[c->n_pool - 1];
             c->n_pool--;
             return p;
         }
     return NULL;
 }
 
-tt_tensor *tt__grad_new(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) {
-    int64_t n;
-    void *reuse = NULL;
-    if (c && shape_ok(ndim, shape, &n) && n > 0) reuse = pool_get(c, (size_t)n * tt__esize(dt));
-    if (!reuse) return tensor_alloc(dt, ndim, shape);
+void *tt__pool_take(tt_ctx *c, tt_device dev, size_t nbytes) {
+    void *p = pool_get(c, dev, nbytes);
+    if (!p) p = dev == TT_CPU ? aligned_alloc(64, (nbytes + 63) & ~(size_t)63) : tt__dev_alloc(dev, nbytes);
+    if (!p) tl_err(TL_ERR_NOMEM, "train: out of %s memory for %zu bytes of scratch", tt_device_name(dev), nbytes);
+    return p;
+}
+
+/* A tensor over a pooled buffer (refs 1, contiguous), or NULL (buffer freed). */
+static tt_tensor *wrap_pooled(tt_device dev, void *buf, tt_dtype dt, int ndim, const int64_t *shape, size_t nb) {
     tt_tensor *t = calloc(1, sizeof *t);
     tt_storage *st = calloc(1, sizeof *st);
     if (!t || !st) {
         free(t);
         free(st);
-        free(reuse);
+        if (dev == TT_CPU) free(buf);
+        else tt__dev_free(dev, buf);
         tl_err(TL_ERR_NOMEM, "train: out of memory");
         return NULL;
     }
-    memset(reuse, 0, (size_t)n * tt__esize(dt));
-    st->data = reuse;
-    st->nbytes = (size_t)n * tt__esize(dt);
+    st->data = buf;
+    st->nbytes = nb;
     st->refs = 1;
+    st->device = dev;
     t->dtype = dt;
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
@@ -163,10 +192,24 @@ tt_tensor *tt__grad_new(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) 
     return t;
 }
 
+tt_tensor *tt__grad_new(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape) {
+    int64_t n;
+    void *reuse = NULL;
+    if (c && shape_ok(ndim, shape, &n) && n > 0) reuse = pool_get(c, dev, (size_t)n * tt__esize(dt));
+    if (!reuse) return tensor_alloc(dev, dt, ndim, shape);
+    size_t nb = (size_t)n * tt__esize(dt);
+    if (dev == TT_CPU) memset(reuse, 0, nb);
+    else if (tt__dev_zero(dev, reuse, nb) != TL_OK) {
+        tt__pool_put(c, dev, reuse, nb);
+        return NULL;
+    }
+    return wrap_pooled(dev, reuse, dt, ndim, shape, nb);
+}
+
 void tt__grad_free(tt_ctx *c, tt_tensor *g) {
     if (!g) return;
     if (c && g->st->refs == 1 && g->st->data) {
-        tt__pool_put(c, g->st->data, g->st->nbytes);
+        tt__pool_put(c, g->st->device, g->st->data, g->st->nbytes);
         g->st->data = NULL;
     }
     tt_free(g);
@@ -182,36 +225,16 @@ tt_tensor *tt__temp(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) {
 }
 
 tt_tensor *tt__temp_any(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape) {
+    return tt__temp_on(c, TT_CPU, dt, ndim, shape);
+}
+
+tt_tensor *tt__temp_on(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape) {
     int64_t n;
     void *reuse = NULL;
-    if (shape_ok(ndim, shape, &n) && n > 0) reuse = pool_get(c, (size_t)n * tt__esize(dt));
-    if (reuse) { /* every op fully writes its output: no zeroing needed */
-        tt_tensor *t = calloc(1, sizeof *t);
-        tt_storage *st = calloc(1, sizeof *st);
-        if (!t || !st) {
-            free(t);
-            free(st);
-            free(reuse);
-            tl_err(TL_ERR_NOMEM, "train: out of memory");
-            return NULL;
-        }
-        st->data = reuse;
-        st->nbytes = (size_t)n * tt__esize(dt);
-        st->refs = 1;
-        t->dtype = dt;
-        t->ndim = ndim;
-        for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-        set_contig_strides(t);
-        t->st = st;
-        if (!temps_push(c, t)) {
-            tt_free(t);
-            tl_err(TL_ERR_NOMEM, "train: out of memory");
-            return NULL;
-        }
-        c->live_bytes += st->nbytes;
-        return t;
-    }
-    tt_tensor *t = tensor_alloc(dt, ndim, shape);
+    if (shape_ok(ndim, shape, &n) && n > 0) reuse = pool_get(c, dev, (size_t)n * tt__esize(dt));
+    /* every op fully writes its output: a reused buffer needs no zeroing */
+    tt_tensor *t = reuse ? wrap_pooled(dev, reuse, dt, ndim, shape, (size_t)n * tt__esize(dt))
+                         : tensor_alloc(dev, dt, ndim, shape);
     if (!t) return NULL;
     if (!temps_push(c, t)) {
         tt_free(t);
@@ -294,9 +317,35 @@ int64_t tt__flat_off(const tt_tensor *t, int64_t i) {
     return off;
 }
 
-double tt_get(const tt_tensor *t, int64_t i) { return tt__ld(t, tt__flat_off(t, i)); }
+/* On a device: one element through a host bounce (waits for queued work):
+ * element access is for inspection and tests, not for loops. */
+double tt_get(const tt_tensor *t, int64_t i) {
+    if (tt_device_of(t) == TT_CPU) return tt__ld(t, tt__flat_off(t, i));
+    tt_storage hs = {0};
+    uint64_t buf = 0;
+    size_t es = tt__esize(t->dtype);
+    int64_t o = tt__flat_off(t, i);
+    if (tt__dev_d2h(t->st->device, &buf, (const char *)t->st->data + (size_t)o * es, es) != TL_OK) return NAN;
+    hs.data = &buf;
+    tt_tensor h = *t;
+    h.st = &hs;
+    return tt__ld(&h, 0);
+}
 
-void tt_set(tt_tensor *t, int64_t i, double v) { tt__st(t, tt__flat_off(t, i), v); }
+void tt_set(tt_tensor *t, int64_t i, double v) {
+    if (tt_device_of(t) == TT_CPU) {
+        tt__st(t, tt__flat_off(t, i), v);
+        return;
+    }
+    tt_storage hs = {0};
+    uint64_t buf = 0;
+    hs.data = &buf;
+    tt_tensor h = *t;
+    h.st = &hs;
+    tt__st(&h, 0, v);
+    size_t es = tt__esize(t->dtype);
+    (void)tt__dev_h2d(t->st->device, (char *)t->st->data + (size_t)tt__flat_off(t, i) * es, &buf, es);
+}
 
 const char *tt_dtype_name(tt_dtype dt) {
     switch (dt) {
@@ -319,7 +368,7 @@ const char *tt__shape_str(const tt_tensor *x, char *buf, size_t n) {
 }
 
 bool tt__check_compute(const tt_tensor *x, const char *op) {
-    if (!x) return false;
+    if (!x || !tt__on_host(op, &x, 1)) return false;
     if (tt__is_compute(x->dtype)) return true;
     tl_err(TL_ERR_INVALID, "train: %s: %s input: ops compute in f32/f64 only (convert with tt_to first)", op,
            tt_dtype_name(x->dtype));
@@ -370,6 +419,10 @@ static void copy4_convert(tt_tensor *dst, const tt_tensor *src, const int64_t *s
 }
 
 void tt_copy_(tt_tensor *dst, const tt_tensor *src) {
+    if (tt_device_of(dst) != TT_CPU || tt_device_of(src) != TT_CPU) {
+        (void)tt__dev_copy(dst, src, false);
+        return;
+    }
     /* both viewed with dst's shape: src is read in logical order */
     int64_t sh[4], sd[4], ss[4];
     tt__shape4(dst->ndim, dst->shape, sh);
@@ -398,6 +451,10 @@ void tt_copy_(tt_tensor *dst, const tt_tensor *src) {
 }
 
 void tt_fill(tt_tensor *t, double v) {
+    if (tt_device_of(t) != TT_CPU) {
+        (void)tt__dev_fill(t, v);
+        return;
+    }
     if (tt_is_contiguous(t)) {
         int64_t n = tt_numel(t);
         if (t->dtype == TT_F32) {
@@ -420,14 +477,15 @@ void tt__fill_strided(tt_tensor *t, double v) {
 }
 
 tt_tensor *tt__clone(const tt_tensor *x) {
-    tt_tensor *t = tt_new(x->dtype, x->ndim, x->shape);
+    tt_tensor *t = tensor_alloc(tt_device_of(x), x->dtype, x->ndim, x->shape);
     if (t) tt_copy_(t, x);
     return t;
 }
 
 tt_tensor *tt__contig(tt_ctx *c, tt_tensor *x) {
     if (tt_is_contiguous(x)) return x;
-    tt_tensor *t = tt__temp_any(c, x->dtype, x->ndim, x->shape);
+    tt_tensor *t = tt__temp_on(c, tt_device_of(x), x->dtype, x->ndim, x->shape);
+    if (t && tt_device_of(x) != TT_CPU) return tt__dev_copy(t, x, false) == TL_OK ? t : NULL;
     if (t) tt_copy_(t, x);
     return t;
 }

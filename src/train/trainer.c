@@ -16,6 +16,7 @@ tl_status tt_trainer_init(tt_trainer *t, tt_ctx *c, tt_model *m, tt_optim *o, co
     t->batch = batch;
     t->seq = seq;
     t->clip = 1.0;
+    t->accum = 1;
     t->sched.kind = TT_SCHED_CONSTANT;
     t->sched.lr_max = o ? o->cfg.lr : 0;
     tt_rng_seed(&t->rng, seed);
@@ -34,23 +35,49 @@ void tt_trainer_free(tt_trainer *t) {
     t->ids = t->targets = NULL;
 }
 
+/* Backward of l scaled by 1/n: the seed is 1/n (a temporary on l's device). */
+static tl_status backward_scaled(tt_ctx *c, tt_tensor *l, int64_t n) {
+    if (n == 1) return tt_backward(c, l);
+    tt_tensor *seed = tt__temp_on(c, tt_device_of(l), l->dtype, l->ndim, l->shape);
+    if (!seed) return TL_ERR_NOMEM;
+    if (tt_device_of(l) == TT_CPU) tt_fill(seed, 1.0 / (double)n);
+    else if (tt__dev_fill(seed, 1.0 / (double)n) != TL_OK) return TL_ERR_BACKEND;
+    return tt_backward_with(c, l, seed);
+}
+
+/* The last micro-batch's loss is read after the update: on a device that
+ * is the step's one wait for the host (forward, backward, clip and update
+ * are all queued first); earlier micro-batches' losses are read as they end. */
 tl_status tt_trainer_step(tt_trainer *t, double *loss, double *grad_norm) {
-    tl_status s = tt_dataset_batch(t->data, false, &t->rng, t->batch, t->seq, t->ids, t->targets);
-    if (s) return s;
+    int64_t na = t->accum > 1 ? t->accum : 1;
     t->model->training = true;
     tt_params_zero_grad(&t->model->params);
-    tt_tensor *l = tt_model_loss(t->ctx, t->model, t->ids, t->targets, t->batch, t->seq, NULL);
-    if (!l) {
-        tt_ctx_reset(t->ctx);
-        return tl_err_prefix(TL_ERR_INVALID, "train step %lld: ", (long long)t->step);
+    double lsum = 0;
+    tt_tensor *l = NULL;
+    tl_status s = TL_OK;
+    for (int64_t k = 0; k < na; k++) {
+        if (k) {
+            lsum += tt_get(l, 0);
+            tt_ctx_reset(t->ctx);
+        }
+        s = tt_dataset_batch(t->data, false, &t->rng, t->batch, t->seq, t->ids, t->targets);
+        if (s) return s;
+        l = tt_model_loss(t->ctx, t->model, t->ids, t->targets, t->batch, t->seq, NULL);
+        if (!l) {
+            tt_ctx_reset(t->ctx);
+            return tl_err_prefix(TL_ERR_INVALID, "train step %lld: ", (long long)t->step);
+        }
+        s = backward_scaled(t->ctx, l, na);
+        if (s) {
+            tt_ctx_reset(t->ctx);
+            return s;
+        }
     }
-    if (loss) *loss = tt_get(l, 0);
-    s = tt_backward(t->ctx, l);
+    s = tt_optim_step_clipped(t->optim, tt_schedule_lr(&t->sched, t->step), t->clip);
+    lsum += tt_get(l, 0);
+    if (loss) *loss = lsum / (double)na;
     tt_ctx_reset(t->ctx);
-    if (s) return s;
-    double gn = t->clip > 0 ? tt_clip_grad_norm(&t->model->params, t->clip) : 0;
-    if (grad_norm) *grad_norm = gn;
-    s = tt_optim_step(t->optim, tt_schedule_lr(&t->sched, t->step));
+    if (grad_norm) *grad_norm = t->clip > 0 ? tt_optim_last_norm(t->optim) : 0;
     t->step++;
     return s;
 }

@@ -46,15 +46,64 @@ struct tt_ctx {
      * or zeroing after the first) */
     void **pool;
     size_t *pool_bytes;
+    tt_device *pool_dev;
     int64_t n_pool, cap_pool;
+    tt_matmul_prec mm_prec; /* CUDA matmuls (tt_ctx_set_matmul_prec) */
 };
 
 /* Zeroed gradient buffer for a tensor owned by c (from c's pool when one of
  * the size is free; c may be NULL: plain allocation), and its release. */
-tt_tensor *tt__grad_new(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape);
+tt_tensor *tt__grad_new(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape);
 void tt__grad_free(tt_ctx *c, tt_tensor *g);
-/* Give a temporary's buffer back to c's pool (or free it). */
-void tt__pool_put(tt_ctx *c, void *data, size_t nbytes);
+/* Give a temporary's buffer (on dev) back to c's pool (or free it). */
+void tt__pool_put(tt_ctx *c, tt_device dev, void *data, size_t nbytes);
+
+/* A buffer of nbytes on dev from c's pool (or new), for scratch that an op
+ * gives back with tt__pool_put as soon as its work is queued (device work
+ * runs in queue order, so a later user of the buffer runs after it). */
+void *tt__pool_take(tt_ctx *c, tt_device dev, size_t nbytes);
+
+/* ---- devices (train/device.c): raw memory of a non-CPU device ---------- */
+bool tt__dev_compiled(tt_device dev);
+void *tt__dev_alloc(tt_device dev, size_t nbytes); /* NULL on failure */
+void tt__dev_free(tt_device dev, void *p);
+tl_status tt__dev_zero(tt_device dev, void *p, size_t nbytes);
+tl_status tt__dev_h2d(tt_device dev, void *dst, const void *src, size_t nbytes);
+tl_status tt__dev_d2h(tt_device dev, void *dst, const void *src, size_t nbytes); /* waits */
+/* dst (=|+=) src elementwise over dst's shape (src: the same shape or the
+ * same numel, read in logical order), any strides, either side on the
+ * device; add: f32 only. Host<->device pairs need contiguous tensors. */
+tl_status tt__dev_copy(tt_tensor *dst, const tt_tensor *src, bool add);
+tl_status tt__dev_fill(tt_tensor *t, double v);
+/* False (TL_ERR_UNSUPPORTED naming op and device) unless every non-NULL
+ * input is on the CPU: the guard of the ops that have no device kernel. */
+bool tt__on_host(const char *op, const tt_tensor *const *xs, int n);
+#define TT__HOST_ONLY(op, ret, ...)                                                    \
+    do {                                                                             \
+        const tt_tensor *tt__hx_[] = {__VA_ARGS__};                                  \
+        if (!tt__on_host(op, tt__hx_, (int)(sizeof tt__hx_ / sizeof *tt__hx_))) return ret; \
+    } while (0)
+/* True if every non-NULL input is on dev (else an error naming op). */
+bool tt__all_on(const char *op, tt_device dev, const tt_tensor *const *xs, int n);
+static inline tt_device tt__dev(const tt_tensor *x) { return x ? x->st->device : TT_CPU; }
+#ifdef TALLOW_CUDA
+/* The CUDA kernels of the ops (train/cuda/ops_cuda.c): each public op
+ * calls its own when its first input is on TT_CUDA. */
+tt_tensor *tt__cu_add(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt__cu_gelu_tanh(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt__cu_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps, bool rms);
+tt_tensor *tt__cu_silu(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt__cu_mul(tt_ctx *c, tt_tensor *a, tt_tensor *b);
+tt_tensor *tt__cu_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta);
+tt_tensor *tt__cu_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndim, const int64_t *shape);
+tt_tensor *tt__cu_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *targets, int32_t ignore_index);
+tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale);
+tt_tensor *tt__cu_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias);
+/* AdamW over CUDA parameters (train/cuda/optim_cuda.c); max_norm > 0 clips. */
+tl_status tt__cu_optim_step(tt_optim *o, double lr, double max_norm);
+double tt__cu_optim_norm(tt_optim *o);
+void tt__cu_optim_free(tt_optim *o);
+#endif
 
 static inline size_t tt__esize(tt_dtype dt) {
     return dt == TT_F64 ? 8 : (dt == TT_BF16 || dt == TT_F16) ? 2 : 4;
@@ -121,6 +170,8 @@ const char *tt__shape_str(const tt_tensor *x, char *buf, size_t n);
  * float. tt__temp_any allows every dtype (creation, copies, tt_to). */
 tt_tensor *tt__temp(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape);
 tt_tensor *tt__temp_any(tt_ctx *c, tt_dtype dt, int ndim, const int64_t *shape);
+/* The same on dev (contents unspecified). */
+tt_tensor *tt__temp_on(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape);
 /* A temporary view sharing x's storage with the given shape/strides/offset. */
 tt_tensor *tt__view(tt_ctx *c, const tt_tensor *x, int ndim, const int64_t *shape,
                     const int64_t *stride, int64_t offset);

@@ -1,0 +1,590 @@
+/* train/cuda/ops_cuda: the CUDA face of the ops GPT-2 and Llama train with
+ * (add, mul, GELU, SiLU, LayerNorm, RMSNorm, RoPE, embedding, cross-entropy,
+ * linear, attention): shape
+ * checks, outputs, tape records and backward, over the kernels of tcu.h.
+ * Inputs must be f32 on the CUDA device; strided inputs are made contiguous
+ * through the recorded tt_contiguous (so their gradients flow back), and
+ * scratch comes from the ctx's pool and goes back as soon as the work using
+ * it is queued. Ids and targets are checked on the host, where they are,
+ * before they are uploaded.
+ * Owns: nothing. Calls: train internals, train/cuda/tcu. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "train/cuda/tcu.h"
+#include "train/tt_internal.h"
+
+static float *F(const tt_tensor *t) { return (float *)tt_data(t); }
+
+/* Inputs present, on CUDA, f32 (NULLs allowed after the first n_req). */
+static bool cu_check(const char *op, tt_tensor *const *in, int n, int n_req) {
+    for (int i = 0; i < n_req; i++)
+        if (!in[i]) return false;
+    if (!tt__all_on(op, TT_CUDA, (const tt_tensor *const *)in, n)) return false;
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->dtype != TT_F32) {
+            tl_err(TL_ERR_UNSUPPORTED, "train: %s on cuda computes in f32 (input %d is %s)", op, i,
+                   tt_dtype_name(in[i]->dtype));
+            return false;
+        }
+    return true;
+}
+
+static float *scratch(tt_ctx *c, size_t nbytes) { return tt__pool_take(c, TT_CUDA, nbytes ? nbytes : 64); }
+static void scratch_put(tt_ctx *c, void *p, size_t nbytes) { tt__pool_put(c, TT_CUDA, p, nbytes ? nbytes : 64); }
+
+/* Gradient buffer of t and whether it already held a gradient (then the
+ * kernel adds, else it may overwrite). */
+static float *grad_of(tt_tensor *t, bool *add) {
+    *add = t->grad != NULL;
+    tt_tensor *g = tt__grad_buf(t);
+    return g ? F(g) : NULL;
+}
+
+/* ---- add: a + b with b's shape a suffix of a's (or the other way) ---- */
+static tl_status bw_add(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    tl_status s = TL_OK;
+    if (tt__need(n, 0)) s = tt__acc_grad(n->in[0], g);
+    if (s || !tt__need(n, 1)) return s;
+    int64_t R = n->i[0], N = n->i[1];
+    if (R == 1) return tt__acc_grad(n->in[1], g);
+    bool add;
+    float *gb = grad_of(n->in[1], &add);
+    if (!gb) return TL_ERR_NOMEM;
+    size_t nb = (size_t)64 * (size_t)N * sizeof(float);
+    float *sc = scratch(c, nb);
+    if (!sc) return TL_ERR_NOMEM;
+    s = tcu_sum_rows_into(gb, F(g), R, 1, N, sc);
+    scratch_put(c, sc, nb);
+    return s;
+}
+
+static bool is_suffix(const tt_tensor *big, const tt_tensor *small) {
+    int lead = 0;
+    while (lead < small->ndim && small->shape[lead] == 1 && small->ndim - lead > 0) lead++;
+    int k = small->ndim - lead;
+    if (k > big->ndim) return false;
+    for (int i = 0; i < k; i++)
+        if (small->shape[lead + i] != big->shape[big->ndim - k + i]) return false;
+    return true;
+}
+
+tt_tensor *tt__cu_add(tt_ctx *c, tt_tensor *a, tt_tensor *b) {
+    tt_tensor *in[2] = {a, b};
+    if (!cu_check("add", in, 2, 2)) return NULL;
+    tt_tensor *big = a, *small = b;
+    if (tt_numel(b) > tt_numel(a)) big = b, small = a;
+    if (!is_suffix(big, small)) {
+        char s1[64], s2[64];
+        tl_err(TL_ERR_UNSUPPORTED, "train: add on cuda broadcasts a trailing block only (%s + %s)",
+               tt__shape_str(a, s1, sizeof s1), tt__shape_str(b, s2, sizeof s2));
+        return NULL;
+    }
+    big = tt_contiguous(c, big);
+    small = tt_contiguous(c, small);
+    if (!big || !small) return NULL;
+    int64_t N = tt_numel(small), R = N ? tt_numel(big) / N : 0;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, big->ndim, big->shape);
+    if (!o || tcu_add_rows(F(o), F(big), F(small), R, 1, N) != TL_OK) return NULL;
+    tt_tensor *rin[2] = {big, small};
+    if (tt__needs_grad(c, rin, 2)) {
+        tt_node *n = tt__record(c, "add", bw_add, o, rin, 2);
+        if (!n) return NULL;
+        n->i[0] = R;
+        n->i[1] = N;
+    }
+    return o;
+}
+
+/* ---- GELU (tanh) ---- */
+static tl_status bw_gelu(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    if (!tt__need(n, 0)) return TL_OK;
+    bool add;
+    float *gx = grad_of(n->in[0], &add);
+    if (!gx) return TL_ERR_NOMEM;
+    return tcu_gelu_tanh_bwd(gx, add, F(g), F(n->in[0]), tt_numel(g));
+}
+
+tt_tensor *tt__cu_gelu_tanh(tt_ctx *c, tt_tensor *x) {
+    if (!cu_check("gelu_tanh", &x, 1, 1)) return NULL;
+    x = tt_contiguous(c, x);
+    if (!x) return NULL;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, x->shape);
+    if (!o || tcu_gelu_tanh_fwd(F(o), F(x), tt_numel(x)) != TL_OK) return NULL;
+    if (tt__needs_grad(c, &x, 1) && !tt__record(c, "gelu_tanh", bw_gelu, o, &x, 1)) return NULL;
+    return o;
+}
+
+/* ---- LayerNorm / RMSNorm over the last dim; mean (LayerNorm) and rstd
+ * kept as temporaries ---- */
+typedef struct ln_saved {
+    tt_tensor *mean, *rstd;
+} ln_saved;
+
+static tl_status bw_layernorm(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    tt_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    ln_saved *sv = n->extra;
+    int64_t C = x->shape[x->ndim - 1], R = tt_numel(x) / C;
+    bool ax = false, aw, ab;
+    float *gx = tt__need(n, 0) ? grad_of(x, &ax) : NULL;
+    float *gw = tt__need(n, 1) ? grad_of(w, &aw) : NULL;
+    float *gb = b && tt__need(n, 2) ? grad_of(b, &ab) : NULL;
+    if ((tt__need(n, 0) && !gx) || (tt__need(n, 1) && !gw) || (b && tt__need(n, 2) && !gb)) return TL_ERR_NOMEM;
+    size_t nb = (size_t)2 * 256 * (size_t)C * sizeof(float);
+    float *sc = scratch(c, nb);
+    if (!sc) return TL_ERR_NOMEM;
+    /* dx is needed for the weight sums anyway: with no x grad, write it to scratch */
+    float *gx_sink = gx;
+    size_t nbx = (size_t)tt_numel(x) * sizeof(float);
+    if (!gx_sink) {
+        gx_sink = scratch(c, nbx);
+        if (!gx_sink) return TL_ERR_NOMEM;
+    }
+    tl_status s = tcu_layernorm_bwd(gx_sink, ax, gw, gb, F(g), F(x), F(w), sv->mean ? F(sv->mean) : NULL,
+                                    F(sv->rstd), R, C, sc);
+    scratch_put(c, sc, nb);
+    if (!gx) scratch_put(c, gx_sink, nbx);
+    return s;
+}
+
+tt_tensor *tt__cu_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps, bool rms) {
+    tt_tensor *in[3] = {x, w, b};
+    const char *op = rms ? "rmsnorm" : "layernorm";
+    if (!cu_check(op, in, 3, 2)) return NULL;
+    int64_t C = x->shape[x->ndim - 1];
+    if (tt_numel(w) != C || (b && tt_numel(b) != C) || !tt_is_contiguous(w) || (b && !tt_is_contiguous(b))) {
+        tl_err(TL_ERR_INVALID, "train: %s: weight/bias of %lld for rows of %lld", op, (long long)tt_numel(w),
+               (long long)C);
+        return NULL;
+    }
+    x = tt_contiguous(c, x);
+    if (!x) return NULL;
+    int64_t R = tt_numel(x) / (C ? C : 1);
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, x->shape);
+    tt_tensor *mean = rms ? NULL : tt__temp_on(c, TT_CUDA, TT_F32, 1, &R);
+    tt_tensor *rstd = tt__temp_on(c, TT_CUDA, TT_F32, 1, &R);
+    if (!o || (!rms && !mean) || !rstd) return NULL;
+    if (tcu_layernorm_fwd(F(o), mean ? F(mean) : NULL, F(rstd), F(x), F(w), b ? F(b) : NULL, R, C, (float)eps) !=
+        TL_OK)
+        return NULL;
+    tt_tensor *rin[3] = {x, w, b};
+    if (tt__needs_grad(c, rin, 3)) {
+        tt_node *n = tt__record(c, op, bw_layernorm, o, rin, 3);
+        ln_saved *sv = malloc(sizeof *sv);
+        if (!n || !sv) {
+            free(sv);
+            if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
+            return NULL;
+        }
+        sv->mean = mean;
+        sv->rstd = rstd;
+        n->extra = sv;
+    }
+    return o;
+}
+
+/* ---- embedding: rows of w; the backward sums each id's rows in order ---- */
+typedef struct emb_saved {
+    tt_tensor *csr; /* a temporary: uid [nu], start [nu + 1], order [n] */
+    int64_t nu;
+} emb_saved;
+
+static tl_status bw_embedding(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    emb_saved *sv = n->extra;
+    if (!tt__need(n, 0)) return TL_OK;
+    bool add;
+    float *gw = grad_of(n->in[0], &add);
+    if (!gw) return TL_ERR_NOMEM;
+    int64_t C = n->in[0]->shape[1];
+    const int32_t *csr = tt_data(sv->csr);
+    return tcu_embedding_bwd(gw, F(g), csr, csr + sv->nu, csr + 2 * sv->nu + 1, sv->nu, C);
+}
+
+/* Positions grouped by id (counting sort, stable): the host side of the
+ * deterministic scatter-add. csr: uid [nu], start [nu + 1], order [n]. */
+static int32_t *build_csr(const int32_t *ids, int64_t n, int64_t V, int64_t *nu_out) {
+    int32_t *cnt = calloc((size_t)V + 1, sizeof *cnt);
+    int32_t *csr = malloc((size_t)(2 * n + 1 + n) * sizeof *csr + sizeof *csr);
+    if (!cnt || !csr) {
+        free(cnt);
+        free(csr);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) cnt[ids[i] + 1]++;
+    int64_t nu = 0;
+    for (int64_t v = 0; v < V; v++) nu += cnt[v + 1] > 0;
+    for (int64_t v = 0; v < V; v++) cnt[v + 1] += cnt[v]; /* cnt[v] = first slot of id v */
+    int32_t *uid = csr, *start = csr + nu, *order = csr + 2 * nu + 1;
+    int64_t u = 0;
+    for (int64_t v = 0; v < V; v++)
+        if (cnt[v + 1] > cnt[v]) {
+            uid[u] = (int32_t)v;
+            start[u++] = cnt[v];
+        }
+    start[nu] = (int32_t)n;
+    for (int64_t i = 0; i < n; i++) order[cnt[ids[i]]++] = (int32_t)i;
+    free(cnt);
+    *nu_out = nu;
+    return csr;
+}
+
+tt_tensor *tt__cu_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndim, const int64_t *shape) {
+    if (!cu_check("embedding", &w, 1, 1)) return NULL;
+    if (w->ndim != 2 || !tt_is_contiguous(w) || ndim < 1 || ndim >= TT_MAX_DIMS) {
+        tl_err(TL_ERR_INVALID, "train: embedding needs a contiguous [V, C] table and 1..%d index dims",
+               TT_MAX_DIMS - 1);
+        return NULL;
+    }
+    int64_t n = 1, V = w->shape[0], C = w->shape[1];
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V) {
+            tl_err(TL_ERR_INVALID, "train: embedding: id %d at %lld outside [0, %lld)", ids[i], (long long)i,
+                   (long long)V);
+            return NULL;
+        }
+    int64_t osh[TT_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) osh[i] = shape[i];
+    osh[ndim] = C;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, ndim + 1, osh);
+    tt_tensor *dids = tt__temp_on(c, TT_CUDA, TT_I32, 1, &n);
+    if (!o || !dids) return NULL;
+    if (tt__dev_h2d(TT_CUDA, tt_data(dids), ids, (size_t)n * 4) != TL_OK) return NULL;
+    if (tcu_embedding_fwd(F(o), F(w), tt_data(dids), n, C) != TL_OK) return NULL;
+    if (tt__needs_grad(c, &w, 1)) {
+        int64_t nu;
+        int32_t *h = build_csr(ids, n, V, &nu);
+        emb_saved *sv = malloc(sizeof *sv);
+        tt_node *nd = h && sv ? tt__record(c, "embedding", bw_embedding, o, &w, 1) : NULL;
+        if (!nd) {
+            free(h);
+            free(sv);
+            tl_err(TL_ERR_NOMEM, "train: out of memory");
+            return NULL;
+        }
+        nd->extra = sv;
+        sv->nu = nu;
+        /* sized for the most distinct ids (n), not this batch's count: the
+         * same size every step, so the pool reuses it instead of growing */
+        int64_t len = 2 * nu + 1 + n, cap = 3 * n + 1;
+        sv->csr = tt__temp_on(c, TT_CUDA, TT_I32, 1, &cap);
+        tl_status s = sv->csr ? tt__dev_h2d(TT_CUDA, tt_data(sv->csr), h, (size_t)len * 4) : TL_ERR_NOMEM;
+        free(h);
+        if (s != TL_OK) return NULL;
+    }
+    return o;
+}
+
+/* ---- softmax + cross-entropy over rows of logits [N, V] ---- */
+typedef struct xent_saved {
+    tt_tensor *lse, *tgt;
+    int64_t n_valid;
+    int32_t ignore;
+} xent_saved;
+
+static tl_status bw_xent(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    if (!tt__need(n, 0)) return TL_OK;
+    xent_saved *sv = n->extra;
+    tt_tensor *x = n->in[0];
+    bool add;
+    float *gl = grad_of(x, &add);
+    if (!gl) return TL_ERR_NOMEM;
+    return tcu_xent_bwd(gl, add, F(g), F(x), F(sv->lse), tt_data(sv->tgt), x->shape[0], x->shape[1], sv->ignore,
+                        sv->n_valid);
+}
+
+tt_tensor *tt__cu_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *targets, int32_t ignore_index) {
+    if (!cu_check("cross_entropy", &logits, 1, 1)) return NULL;
+    if (logits->ndim != 2) {
+        tl_err(TL_ERR_INVALID, "train: cross_entropy needs logits [N, V] (got %d dims)", logits->ndim);
+        return NULL;
+    }
+    int64_t N = logits->shape[0], V = logits->shape[1], n_valid = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (targets[i] == ignore_index) continue;
+        if (targets[i] < 0 || targets[i] >= V) {
+            tl_err(TL_ERR_INVALID, "train: cross_entropy: target %d at %lld outside [0, %lld)", targets[i],
+                   (long long)i, (long long)V);
+            return NULL;
+        }
+        n_valid++;
+    }
+    logits = tt_contiguous(c, logits);
+    if (!logits) return NULL;
+    int64_t one = 1;
+    tt_tensor *loss = tt__temp_on(c, TT_CUDA, TT_F32, 1, &one);
+    tt_tensor *lse = tt__temp_on(c, TT_CUDA, TT_F32, 1, &N), *tgt = tt__temp_on(c, TT_CUDA, TT_I32, 1, &N);
+    if (!loss || !lse || !tgt) return NULL;
+    if (tt__dev_h2d(TT_CUDA, tt_data(tgt), targets, (size_t)N * 4) != TL_OK) return NULL;
+    size_t nb = (size_t)N * sizeof(float);
+    float *rowloss = scratch(c, nb);
+    if (!rowloss) return NULL;
+    tl_status s = tcu_xent_fwd(F(loss), F(lse), rowloss, F(logits), tt_data(tgt), N, V, ignore_index, n_valid);
+    scratch_put(c, rowloss, nb);
+    if (s != TL_OK) return NULL;
+    if (tt__needs_grad(c, &logits, 1)) {
+        tt_node *n = tt__record(c, "cross_entropy", bw_xent, loss, &logits, 1);
+        xent_saved *sv = malloc(sizeof *sv);
+        if (!n || !sv) {
+            free(sv);
+            if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
+            return NULL;
+        }
+        sv->lse = lse;
+        sv->tgt = tgt;
+        sv->n_valid = n_valid;
+        sv->ignore = ignore_index;
+        n->extra = sv;
+    }
+    return loss;
+}
+
+/* ---- linear: x [..., K] @ w[N, K]^T + bias ---- */
+static size_t bf16_scratch(int mode, int64_t a, int64_t b, int64_t d) {
+    return mode == TT_MM_BF16 ? (size_t)(a + b + d + 192) * 2 : 0;
+}
+
+static tl_status bw_linear(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    tt_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
+    int64_t K = w->shape[1], N = w->shape[0], M = tt_numel(x) / K;
+    int mode = (int)n->i[0];
+    bool ax = false, aw, ab;
+    float *gx = tt__need(n, 0) ? grad_of(x, &ax) : NULL;
+    float *gw = tt__need(n, 1) ? grad_of(w, &aw) : NULL;
+    float *gb = bias && tt__need(n, 2) ? grad_of(bias, &ab) : NULL;
+    if ((tt__need(n, 0) && !gx) || (tt__need(n, 1) && !gw) || (bias && tt__need(n, 2) && !gb)) return TL_ERR_NOMEM;
+    size_t nb = bf16_scratch(mode, M * N, M * K, N * K) + (size_t)64 * (size_t)N * sizeof(float) + 256;
+    void *sc = scratch(c, nb);
+    if (!sc) return TL_ERR_NOMEM;
+    tl_status s = tcu_linear_bwd(gx, ax, gw, gb, F(g), F(x), F(w), M, N, K, mode, sc);
+    scratch_put(c, sc, nb);
+    return s;
+}
+
+tt_tensor *tt__cu_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias) {
+    tt_tensor *in[3] = {x, w, bias};
+    if (!cu_check("linear", in, 3, 2)) return NULL;
+    if (w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] || (bias && tt_numel(bias) != w->shape[0]) ||
+        !tt_is_contiguous(w) || (bias && !tt_is_contiguous(bias))) {
+        tl_err(TL_ERR_INVALID, "train: linear: x [..., %lld] with W [%lld, %lld]%s (cuda: contiguous W and bias)",
+               (long long)x->shape[x->ndim - 1], (long long)w->shape[0], (long long)w->shape[1],
+               bias ? " and a bias" : "");
+        return NULL;
+    }
+    x = tt_contiguous(c, x);
+    if (!x) return NULL;
+    int64_t K = w->shape[1], N = w->shape[0], M = tt_numel(x) / (K ? K : 1);
+    int64_t osh[TT_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) osh[i] = x->shape[i];
+    osh[x->ndim - 1] = N;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, osh);
+    if (!o) return NULL;
+    int mode = (int)c->mm_prec;
+    size_t nb = bf16_scratch(mode, M * K, N * K, 0);
+    void *sc = nb ? scratch(c, nb) : NULL;
+    if (nb && !sc) return NULL;
+    tl_status s = tcu_linear_fwd(F(o), F(x), F(w), bias ? F(bias) : NULL, M, N, K, mode, sc);
+    if (sc) scratch_put(c, sc, nb);
+    if (s != TL_OK) return NULL;
+    tt_tensor *rin[3] = {x, w, bias};
+    if (tt__needs_grad(c, rin, 3)) {
+        tt_node *n = tt__record(c, "linear", bw_linear, o, rin, 3);
+        if (!n) return NULL;
+        n->i[0] = mode;
+    }
+    return o;
+}
+
+/* ---- attention: q/k/v [B, H, T, D] -> [B, H, T, D]; P kept ---- */
+typedef struct attn_saved {
+    tt_tensor *p;
+    float scale;
+    int mode;
+} attn_saved;
+
+static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    attn_saved *sv = n->extra;
+    tt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
+    size_t nq = (size_t)(BH * T * D) * sizeof(float), np = (size_t)(BH * T * T) * sizeof(float);
+    float *dq = scratch(c, nq), *dk = scratch(c, nq), *dv = scratch(c, nq), *dp = scratch(c, np);
+    tl_status s = dq && dk && dv && dp ? TL_OK : TL_ERR_NOMEM;
+    tt_tensor *gc = tt__contig(c, (tt_tensor *)g);
+    if (!s && !gc) s = TL_ERR_NOMEM;
+    size_t nsc = sv->mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
+    void *sc = nsc && !s ? scratch(c, nsc) : NULL;
+    if (nsc && !sc) s = TL_ERR_NOMEM;
+    if (!s) s = tcu_attn_bwd(dq, dk, dv, dp, F(gc), F(sv->p), F(q), F(k), F(v), BH, T, D, sv->scale, sv->mode, sc);
+    if (sc) scratch_put(c, sc, nsc);
+    tt_tensor *dt[3] = {NULL, NULL, NULL};
+    float *dd[3] = {dq, dk, dv};
+    for (int i = 0; i < 3 && !s; i++) {
+        if (!tt__need(n, i)) continue;
+        tt_tensor view = *q; /* a borrowed tensor over the scratch buffer */
+        tt_storage st = *q->st;
+        st.data = dd[i];
+        st.refs = 2;
+        view.st = &st;
+        view.offset = 0;
+        view.grad = NULL;
+        view.node = NULL;
+        dt[i] = &view;
+        s = tt__acc_grad(n->in[i], dt[i]);
+    }
+    if (dq) scratch_put(c, dq, nq);
+    if (dk) scratch_put(c, dk, nq);
+    if (dv) scratch_put(c, dv, nq);
+    if (dp) scratch_put(c, dp, np);
+    return s;
+}
+
+tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale) {
+    tt_tensor *in[3] = {q, k, v};
+    if (!cu_check("attention", in, 3, 3)) return NULL;
+    bool same = q->ndim == 4 && k->ndim == 4 && v->ndim == 4;
+    for (int i = 0; same && i < 4; i++) same = k->shape[i] == q->shape[i] && v->shape[i] == q->shape[i];
+    if (!same) {
+        char s1[64], s2[64];
+        tl_err(TL_ERR_UNSUPPORTED, "train: attention on cuda needs q, k, v of one shape [B, H, T, D] (q %s, k %s)",
+               tt__shape_str(q, s1, sizeof s1), tt__shape_str(k, s2, sizeof s2));
+        return NULL;
+    }
+    q = tt_contiguous(c, q);
+    k = tt_contiguous(c, k);
+    v = tt_contiguous(c, v);
+    if (!q || !k || !v) return NULL;
+    int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
+    int64_t psh[3] = {BH, T, T};
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, 4, q->shape), *p = tt__temp_on(c, TT_CUDA, TT_F32, 3, psh);
+    if (!o || !p) return NULL;
+    float sc = scale > 0 ? (float)scale : 1.0f / sqrtf((float)D);
+    int mode = (int)c->mm_prec;
+    size_t nsc = mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
+    void *scr = nsc ? scratch(c, nsc) : NULL;
+    if (nsc && !scr) return NULL;
+    tl_status st = tcu_attn_fwd(F(o), F(p), F(q), F(k), F(v), BH, T, D, sc, causal, mode, scr);
+    if (scr) scratch_put(c, scr, nsc);
+    if (st != TL_OK) return NULL;
+    tt_tensor *rin[3] = {q, k, v};
+    if (tt__needs_grad(c, rin, 3)) {
+        tt_node *n = tt__record(c, "attention", bw_attention, o, rin, 3);
+        attn_saved *sv = malloc(sizeof *sv);
+        if (!n || !sv) {
+            free(sv);
+            if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
+            return NULL;
+        }
+        sv->p = p;
+        sv->scale = sc;
+        sv->mode = mode;
+        n->extra = sv;
+    }
+    return o;
+}
+
+/* ---- SiLU, element-wise product (same shapes), RoPE: the Llama ops ---- */
+static tl_status bw_silu(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    if (!tt__need(n, 0)) return TL_OK;
+    bool add;
+    float *gx = grad_of(n->in[0], &add);
+    return gx ? tcu_silu_bwd(gx, add, F(g), F(n->in[0]), tt_numel(g)) : TL_ERR_NOMEM;
+}
+
+tt_tensor *tt__cu_silu(tt_ctx *c, tt_tensor *x) {
+    if (!cu_check("silu", &x, 1, 1)) return NULL;
+    x = tt_contiguous(c, x);
+    if (!x) return NULL;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, x->shape);
+    if (!o || tcu_silu_fwd(F(o), F(x), tt_numel(x)) != TL_OK) return NULL;
+    if (tt__needs_grad(c, &x, 1) && !tt__record(c, "silu", bw_silu, o, &x, 1)) return NULL;
+    return o;
+}
+
+static tl_status bw_mul(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    for (int i = 0; i < 2; i++) {
+        if (!tt__need(n, i)) continue;
+        bool add;
+        float *gi = grad_of(n->in[i], &add);
+        if (!gi) return TL_ERR_NOMEM;
+        tl_status s = tcu_mul(gi, add, F(g), F(n->in[1 - i]), tt_numel(g));
+        if (s) return s;
+    }
+    return TL_OK;
+}
+
+tt_tensor *tt__cu_mul(tt_ctx *c, tt_tensor *a, tt_tensor *b) {
+    tt_tensor *in[2] = {a, b};
+    if (!cu_check("mul", in, 2, 2)) return NULL;
+    bool same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+    if (!same) {
+        char s1[64], s2[64];
+        tl_err(TL_ERR_UNSUPPORTED, "train: mul on cuda needs one shape (%s * %s)", tt__shape_str(a, s1, sizeof s1),
+               tt__shape_str(b, s2, sizeof s2));
+        return NULL;
+    }
+    a = tt_contiguous(c, a);
+    b = tt_contiguous(c, b);
+    if (!a || !b) return NULL;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, a->ndim, a->shape);
+    if (!o || tcu_mul(F(o), false, F(a), F(b), tt_numel(a)) != TL_OK) return NULL;
+    tt_tensor *rin[2] = {a, b};
+    if (tt__needs_grad(c, rin, 2) && !tt__record(c, "mul", bw_mul, o, rin, 2)) return NULL;
+    return o;
+}
+
+typedef struct rope_saved {
+    tt_tensor *cs;
+} rope_saved;
+
+static tl_status bw_rope_cu(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    if (!tt__need(n, 0)) return TL_OK;
+    tt_tensor *x = n->in[0];
+    rope_saved *sv = n->extra;
+    bool add;
+    float *gx = grad_of(x, &add);
+    if (!gx) return TL_ERR_NOMEM;
+    int64_t T = x->shape[1], H = x->shape[2], D = x->shape[3];
+    return tcu_rope(gx, add, F(g), F(sv->cs), tt_numel(x) / D, T, H, D, -1);
+}
+
+tt_tensor *tt__cu_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta) {
+    if (!cu_check("rope", &x, 1, 1)) return NULL;
+    if (x->ndim != 4 || x->shape[3] % 2) {
+        tl_err(TL_ERR_INVALID, "train: rope needs [B, T, H, D] with even D");
+        return NULL;
+    }
+    x = tt_contiguous(c, x);
+    if (!x) return NULL;
+    int64_t T = x->shape[1], H = x->shape[2], D = x->shape[3], n = T * D;
+    /* the angle table in double on the host, as the CPU op, then float */
+    float *h = malloc((size_t)n * sizeof *h);
+    tt_tensor *cs = tt__temp_on(c, TT_CUDA, TT_F32, 1, &n), *o = tt__temp_on(c, TT_CUDA, TT_F32, 4, x->shape);
+    if (!h || !cs || !o) {
+        free(h);
+        if (cs && o) tl_err(TL_ERR_NOMEM, "train: out of memory");
+        return NULL;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < D / 2; i++) {
+            double ang = (double)(pos0 + t) * pow(theta, -2.0 * (double)i / (double)D);
+            h[t * D + 2 * i] = (float)cos(ang);
+            h[t * D + 2 * i + 1] = (float)sin(ang);
+        }
+    tl_status s = tt__dev_h2d(TT_CUDA, tt_data(cs), h, (size_t)n * sizeof *h);
+    free(h);
+    if (s || tcu_rope(F(o), false, F(x), F(cs), tt_numel(x) / D, T, H, D, 1) != TL_OK) return NULL;
+    if (tt__needs_grad(c, &x, 1)) {
+        tt_node *nd = tt__record(c, "rope", bw_rope_cu, o, &x, 1);
+        rope_saved *sv = malloc(sizeof *sv);
+        if (!nd || !sv) {
+            free(sv);
+            if (nd) tl_err(TL_ERR_NOMEM, "train: out of memory");
+            return NULL;
+        }
+        sv->cs = cs;
+        nd->extra = sv;
+    }
+    return o;
+}

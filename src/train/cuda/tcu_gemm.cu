@@ -1,0 +1,262 @@
+/* train/cuda/tcu_gemm: the matmuls of training through cuBLASLt: linear
+ * forward (bias in the epilogue) and backward, and attention as batched
+ * matmuls around a row softmax (the probabilities are kept for the
+ * backward). Row-major operands are handed to the column-major library as
+ * their transposes: C = A B (row-major) is C^T = B^T A^T.
+ * Modes: F32 (CUBLAS_COMPUTE_32F), TF32 (tensor cores, fp32 accumulation),
+ * BF16 (operands rounded to bf16 into scratch, fp32 accumulation and fp32
+ * outputs; the softmax in between stays fp32).
+ * Owns: nothing. Calls: cuBLASLt, tcu_core, tcu_ops (softmax rows). */
+#include <string.h>
+
+#include "train/cuda/tcu_common.cuh"
+
+struct mm_args {
+    bool ta, tb;
+    int64_t m, n, k;
+    const void *A;
+    int64_t lda, sA;
+    const void *B;
+    int64_t ldb, sB;
+    float *C;
+    int64_t ldc, sC;
+    int batch;
+    float alpha, beta;
+    const float *bias;
+    bool bf16; /* A and B are bf16 */
+    bool tf32;
+};
+
+#define LT_TRY(x, what)                                                                     \
+    do {                                                                                    \
+        cublasStatus_t e_ = (x);                                                            \
+        if (e_ != CUBLAS_STATUS_SUCCESS) {                                                  \
+            st = tl_err(TL_ERR_BACKEND, "train cuda: cublasLt %s: status %d", what, (int)e_); \
+            goto done;                                                                      \
+        }                                                                                   \
+    } while (0)
+
+static tl_status lt_mm(tcu_state *s, const mm_args &a) {
+    tl_status st = TL_OK;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int got = 0;
+    cudaDataType_t ab = a.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasComputeType_t ct = a.tf32 && !a.bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasOperation_t ta = a.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = a.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_TRY(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F), "desc");
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+    if (a.bias) {
+        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS; /* bias in D's type (f32) */
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias), "bias");
+    }
+    /* column-major layouts: A is (ta ? k x m : m x k), B is (tb ? n x k : k x n) */
+    LT_TRY(cublasLtMatrixLayoutCreate(&la, ab, a.ta ? a.k : a.m, a.ta ? a.m : a.k, a.lda), "layout a");
+    LT_TRY(cublasLtMatrixLayoutCreate(&lb, ab, a.tb ? a.n : a.k, a.tb ? a.k : a.n, a.ldb), "layout b");
+    LT_TRY(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, a.m, a.n, a.ldc), "layout c");
+    if (a.batch > 1) {
+        int32_t bc = a.batch;
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc), "batch");
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc), "batch");
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc), "batch");
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &a.sA, sizeof a.sA),
+               "stride");
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &a.sB, sizeof a.sB),
+               "stride");
+        LT_TRY(cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &a.sC, sizeof a.sC),
+               "stride");
+    }
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &s->lt_ws_bytes,
+                                                sizeof s->lt_ws_bytes), "workspace");
+    LT_TRY(cublasLtMatmulAlgoGetHeuristic(s->lt, op, la, lb, lc, lc, pref, 1, &res, &got), "heuristic");
+    if (got < 1) {
+        st = tl_err(TL_ERR_BACKEND, "train cuda: cublasLt has no algorithm for %lld x %lld x %lld", (long long)a.m,
+                    (long long)a.n, (long long)a.k);
+        goto done;
+    }
+    LT_TRY(cublasLtMatmul(s->lt, op, &a.alpha, a.A, la, a.B, lb, &a.beta, a.C, lc, a.C, lc, &res.algo, s->lt_ws,
+                          s->lt_ws_bytes, s->stream), "matmul");
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+    return st;
+}
+
+__global__ void k_to_bf16(__nv_bfloat16 *d, const float *s, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        d[i] = __float2bfloat16_rn(s[i]);
+}
+
+static const void *as_bf16(tcu_state *s, void **scratch, const float *x, int64_t n) {
+    __nv_bfloat16 *d = (__nv_bfloat16 *)*scratch;
+    if (n) k_to_bf16<<<tcu_blocks(n, 256), 256, 0, s->stream>>>(d, x, n);
+    *scratch = d + ((n + 63) / 64) * 64;
+    return d;
+}
+
+static mm_args mm0(int mode) {
+    mm_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1;
+    a.alpha = 1.f;
+    a.bf16 = mode == TCU_MM_BF16;
+    a.tf32 = mode == TCU_MM_TF32;
+    return a;
+}
+
+extern "C" tl_status tcu_linear_fwd(float *y, const float *x, const float *w, const float *bias, int64_t M, int64_t N,
+                                    int64_t K, int mode, void *scratch) {
+    TCU_STATE(s);
+    mm_args a = mm0(mode);
+    const void *xa = x, *wa = w;
+    if (a.bf16) {
+        xa = as_bf16(s, &scratch, x, M * K);
+        wa = as_bf16(s, &scratch, w, N * K);
+    }
+    /* y^T [N, M] = w [N, K] . x^T */
+    a.ta = true;
+    a.m = N, a.n = M, a.k = K;
+    a.A = wa, a.lda = K;
+    a.B = xa, a.ldb = K;
+    a.C = y, a.ldc = N;
+    a.bias = bias;
+    return lt_mm(s, a);
+}
+
+extern "C" tl_status tcu_sum_rows_into(float *gb, const float *g, int64_t R, int64_t Rb, int64_t N, float *scratch);
+
+extern "C" tl_status tcu_linear_bwd(float *gx, bool gx_add, float *gw, float *gb, const float *g, const float *x,
+                                    const float *w, int64_t M, int64_t N, int64_t K, int mode, void *scratch) {
+    TCU_STATE(s);
+    tl_status st = TL_OK;
+    mm_args a = mm0(mode);
+    const void *ga = g, *xa = x, *wa = w;
+    float *colsum_scratch = (float *)scratch;
+    if (a.bf16) {
+        ga = as_bf16(s, &scratch, g, M * N);
+        if (gw) xa = as_bf16(s, &scratch, x, M * K);
+        if (gx) wa = as_bf16(s, &scratch, w, N * K);
+        colsum_scratch = (float *)scratch;
+    }
+    if (gx) { /* gx^T [K, M] = w^T . g^T */
+        mm_args b = a;
+        b.m = K, b.n = M, b.k = N;
+        b.A = wa, b.lda = K;
+        b.B = ga, b.ldb = N;
+        b.C = gx, b.ldc = K;
+        b.beta = gx_add ? 1.f : 0.f;
+        if ((st = lt_mm(s, b)) != TL_OK) return st;
+    }
+    if (gw) { /* gw^T [K, N] += x^T . g */
+        mm_args b = a;
+        b.tb = true;
+        b.m = K, b.n = N, b.k = M;
+        b.A = xa, b.lda = K;
+        b.B = ga, b.ldb = N;
+        b.C = gw, b.ldc = K;
+        b.beta = 1.f;
+        if ((st = lt_mm(s, b)) != TL_OK) return st;
+    }
+    if (gb) st = tcu_sum_rows_into(gb, g, M, 1, N, colsum_scratch);
+    return st;
+}
+
+/* BF16 mode: the matmul operands are bf16 copies in scratch (f32 results). */
+extern "C" tl_status tcu_attn_fwd(float *o, float *p, const float *q, const float *k, const float *v, int64_t BH,
+                                  int64_t T, int64_t D, float scale, bool causal, int mode, void *scratch) {
+    TCU_STATE(s);
+    tl_status st;
+    int64_t nq = BH * T * D, np = BH * T * T;
+    const void *qa = q, *ka = k, *va = v;
+    if (mode == TCU_MM_BF16) {
+        qa = as_bf16(s, &scratch, q, nq);
+        ka = as_bf16(s, &scratch, k, nq);
+        va = as_bf16(s, &scratch, v, nq);
+    }
+    mm_args a = mm0(mode);
+    a.batch = (int)BH;
+    /* S^T = K . Q^T per head, scaled: S [T, T] row-major */
+    a.ta = true;
+    a.m = T, a.n = T, a.k = D;
+    a.A = ka, a.lda = D, a.sA = T * D;
+    a.B = qa, a.ldb = D, a.sB = T * D;
+    a.C = p, a.ldc = T, a.sC = T * T;
+    a.alpha = scale;
+    if ((st = lt_mm(s, a)) != TL_OK) return st;
+    if ((st = tcu_softmax_rows(p, BH * T, T, causal)) != TL_OK) return st;
+    const void *pa = p;
+    if (mode == TCU_MM_BF16) pa = as_bf16(s, &scratch, p, np);
+    /* O^T [D, T] = V^T . P^T */
+    mm_args b = mm0(mode);
+    b.batch = (int)BH;
+    b.m = D, b.n = T, b.k = T;
+    b.A = va, b.lda = D, b.sA = T * D;
+    b.B = pa, b.ldb = T, b.sB = T * T;
+    b.C = o, b.ldc = D, b.sC = T * D;
+    return lt_mm(s, b);
+}
+
+extern "C" tl_status tcu_attn_bwd(float *dq, float *dk, float *dv, float *dp, const float *go, const float *p,
+                                  const float *q, const float *k, const float *v, int64_t BH, int64_t T, int64_t D,
+                                  float scale, int mode, void *scratch) {
+    TCU_STATE(s);
+    tl_status st;
+    int64_t nq = BH * T * D, np = BH * T * T;
+    const void *qa = q, *ka = k, *va = v, *ga = go, *pa = p;
+    void *pscr = NULL;
+    if (mode == TCU_MM_BF16) {
+        qa = as_bf16(s, &scratch, q, nq);
+        ka = as_bf16(s, &scratch, k, nq);
+        va = as_bf16(s, &scratch, v, nq);
+        ga = as_bf16(s, &scratch, go, nq);
+        pscr = scratch;
+        pa = as_bf16(s, &scratch, p, np);
+    }
+    mm_args base = mm0(mode);
+    base.batch = (int)BH;
+    /* dP [T, T] = dO . V^T:  dP^T = V . dO^T */
+    mm_args a = base;
+    a.ta = true;
+    a.m = T, a.n = T, a.k = D;
+    a.A = va, a.lda = D, a.sA = T * D;
+    a.B = ga, a.ldb = D, a.sB = T * D;
+    a.C = dp, a.ldc = T, a.sC = T * T;
+    if ((st = lt_mm(s, a)) != TL_OK) return st;
+    /* dV [T, D] = P^T . dO:  dV^T = dO^T . P */
+    a = base;
+    a.tb = true;
+    a.m = D, a.n = T, a.k = T;
+    a.A = ga, a.lda = D, a.sA = T * D;
+    a.B = pa, a.ldb = T, a.sB = T * T;
+    a.C = dv, a.ldc = D, a.sC = T * D;
+    if ((st = lt_mm(s, a)) != TL_OK) return st;
+    if ((st = tcu_softmax_rows_bwd(dp, p, BH * T, T, scale)) != TL_OK) return st;
+    const void *dsa = dp;
+    if (mode == TCU_MM_BF16) { /* dS in bf16 over P's bf16 copy (dV, its reader, is queued before) */
+        void *at = pscr;
+        dsa = as_bf16(s, &at, dp, np);
+    }
+    /* dQ [T, D] = dS . K:  dQ^T = K^T . dS^T */
+    a = base;
+    a.m = D, a.n = T, a.k = T;
+    a.A = ka, a.lda = D, a.sA = T * D;
+    a.B = dsa, a.ldb = T, a.sB = T * T;
+    a.C = dq, a.ldc = D, a.sC = T * D;
+    if ((st = lt_mm(s, a)) != TL_OK) return st;
+    /* dK [T, D] = dS^T . Q:  dK^T = Q^T . dS */
+    a = base;
+    a.tb = true;
+    a.m = D, a.n = T, a.k = T;
+    a.A = qa, a.lda = D, a.sA = T * D;
+    a.B = dsa, a.ldb = T, a.sB = T * T;
+    a.C = dk, a.ldc = D, a.sC = T * D;
+    return lt_mm(s, a);
+}
