@@ -6,7 +6,7 @@
 # skip with a printed reason.
 set -u
 APT_PKGS="build-essential cmake pkg-config libpcre2-dev libutf8proc-dev libcjson-dev libmicrohttpd-dev python3 python3-pip unzip tmux clang libclang-rt-14-dev"
-PIP_PKGS="numpy gguf tokenizers jinja2"
+PIP_PKGS="numpy gguf tokenizers jinja2 openai"
 
 missing_apt=""
 for p in $APT_PKGS; do

@@ -183,7 +183,12 @@ def basics(s):
     check(a != b and len(set(b.split())) > len(set(a.split())),
           "frequency/presence penalties break the repetition: %r -> %r" % (a, b))
 
+    # asked twice: the first prefills the whole prompt, later ones find all
+    # but its last token cached; the two paths' logits differ by the
+    # engine's quantized spread (see concurrent), and this prompt's first
+    # token is a near tie, so the reference is a request on the cached path
     msgs = [{"role": "user", "content": "Name three colors."}]
+    s.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 24, "temperature": 0})
     st, js, _ = s.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 24, "temperature": 0})
     ref = js["choices"][0]["message"]["content"]
     check(st == 200 and js["object"] == "chat.completion" and len(ref) > 0 and
@@ -206,9 +211,17 @@ def basics(s):
     c = s.post("/v1/chat/completions", {**body, "seed": 99})[1]["choices"][0]["message"]["content"]
     check(a == b, "same seed, same text")
     check(a != c, "another seed, another text (%r / %r)" % (a, c))
-    st, js, _ = s.post("/v1/chat/completions", {**body, "n": 3})
-    check(st == 200 and len(js["choices"]) == 3 and [ch["index"] for ch in js["choices"]] == [0, 1, 2] and
-          js["choices"][0]["message"]["content"] == a, "n=3 gives 3 choices, the first as with n=1")
+    body = {**body, "messages": [{"role": "system", "content": "You are a poet. " * 8}, *msgs]}  # not seen yet
+    m0 = s.metrics()
+    st, js, _ = s.post("/v1/chat/completions", {**body, "n": 3, "seed": 4321})
+    m1 = s.metrics()
+    evald = m1["tallow_prompt_tokens_evaluated_total"] - m0["tallow_prompt_tokens_evaluated_total"]
+    texts = [ch["message"]["content"] for ch in js["choices"]] if st == 200 else []
+    check(st == 200 and len(texts) == 3 and [ch["index"] for ch in js["choices"]] == [0, 1, 2] and
+          len(set(texts)) == 3, "n=3 gives 3 different choices")
+    check(evald <= js["usage"]["prompt_tokens"] + 2,
+          "n=3: one prefill, the other choices fork it (%d evaluated for a %d-token prompt)" %
+          (evald, js["usage"]["prompt_tokens"]))
 
 
 def lp_tokens(choice):
@@ -224,11 +237,11 @@ def concurrent(s):
     the engine's own spread (test_batch measures 2-3%): greedy may pick the
     other one of two near-tied tokens. So: every stream must equal its lone
     text token for token, or diverge only where the lone run's top two were
-    within 0.5 nats. Exact equality is checked on an f32 model below."""
+    within 0.5 nats (top 5 asked for). Exact equality is checked on an f32 model below."""
     prompts = ["Write a haiku about the sea.", "What is 2+2?", "List some fruits.", "Who wrote Hamlet?",
                "Describe a cat.", "Explain gravity briefly.", "Say something kind.", "Name a big city."]
     body = lambda p: {"messages": [{"role": "user", "content": p}], "max_tokens": 32, "temperature": 0,
-                      "logprobs": True, "top_logprobs": 2}
+                      "logprobs": True, "top_logprobs": 5}
     alone = [lp_tokens(s.post("/v1/chat/completions", body(p))[1]["choices"][0]) for p in prompts]
     out = [None] * len(prompts)
 
@@ -373,6 +386,172 @@ def logprobs_embeddings(s):
     check(dot(emb[0], emb[1]) > 0.9999 and dot(emb[0], emb[2]) < 0.999, "same text, same embedding; other text, other")
 
 
+def preemption():
+    """a pool too small for all: running requests are preempted (their
+    sequence freed, requeued with their tokens so far) and resumed; on the
+    f32 fixture each must still equal its lone run, sampled at temperature 0.9"""
+    s = Server("-np", "4", "-c", "128", "--kv-block", "16", "-m",
+               os.path.join(ROOT, "tests", "fixtures", "tiny_llama.gguf"))
+    body = lambda i, st: {"prompt": [5 + i, 17, 29, 41, 53, 65, 77, 89], "max_tokens": 60, "temperature": 0.9,
+                          "seed": i, "ignore_eos": True, "logprobs": 0, "stream": st}
+    out = {}
+
+    def one(i):
+        if i % 2:
+            st, chunks, done = s.stream("/v1/completions", body(i, True))
+            out[i] = (st, [t for c in chunks if c.get("choices") and c["choices"][0]["logprobs"]
+                           for t in c["choices"][0]["logprobs"]["tokens"]])
+        else:
+            st, js, _ = s.post("/v1/completions", body(i, False))
+            out[i] = (st, js["choices"][0]["logprobs"]["tokens"] if st == 200 else js)
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    pre = s.metrics()["tallow_preemptions_total"]
+    alone = {i: s.post("/v1/completions", body(i, False))[1]["choices"][0]["logprobs"]["tokens"] for i in range(6)}
+    ok = all(out[i][0] == 200 and out[i][1] == alone[i] and len(alone[i]) == 60 for i in range(6))
+    check(ok and pre > 0, "6 requests over a pool for ~2: %d preemptions, all complete and equal their lone runs"
+          % pre)
+    s.stop()
+
+
+def lora():
+    """--lora, GET/POST /lora-adapters and per-request 'lora' on the f32
+    fixture: sets mixed in one batch equal their lone runs, and a cached
+    prefix is never reused across different adapter sets"""
+    fx = os.path.join(ROOT, "tests", "fixtures")
+    s = Server("-np", "4", "-c", "512", "-m", os.path.join(fx, "tiny_llama.gguf"), "--lora",
+               os.path.join(fx, "lora_llama_r8.gguf"))
+    st, js, _ = s.req("GET", "/lora-adapters")
+    check(st == 200 and len(js) == 1 and js[0]["id"] == 0 and js[0]["scale"] == 1, "GET /lora-adapters: %s" % js)
+    prompt = [10, 20, 30, 40, 50]
+    run = lambda extra: s.post("/v1/completions", {"prompt": prompt, "max_tokens": 8, "temperature": 0,
+                                                   "logprobs": 1, **extra})[1]["choices"][0]["logprobs"]
+    default, base = run({}), run({"lora": []})
+    on, half = run({"lora": [{"id": 0, "scale": 1}]}), run({"lora": [{"id": 0, "scale": 0.5}]})
+    check(default == on and base != on and half != on and half != base,
+          "per-request lora: default (scale 1) = explicit; none and 0.5 differ")
+    sets = [[], [{"id": 0, "scale": 1}], [{"id": 0, "scale": 0.5}], [{"id": 0, "scale": -1}]]
+    alone = [run({"lora": l}) for l in sets]
+    out = [None] * 4
+
+    def one(i):
+        st, chunks, done = s.stream("/v1/completions", {"prompt": prompt, "max_tokens": 8, "temperature": 0,
+                                                        "logprobs": 1, "lora": sets[i]})
+        out[i] = [t for c in chunks if c["choices"][0]["logprobs"] for t in c["choices"][0]["logprobs"]["tokens"]]
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    check(all(out[i] == alone[i]["tokens"] for i in range(4)), "4 adapter sets in one batch equal their lone runs")
+    st, js, _ = s.post("/lora-adapters", [{"id": 0, "scale": 0}])
+    check(st == 200 and js[0]["scale"] == 0 and run({}) == base, "POST /lora-adapters scale 0: requests run the base")
+    st, js, _ = s.post("/lora-adapters", [{"id": 3, "scale": 1}])
+    check(is_error(js, 400, st), "POST /lora-adapters with a bad id -> 400")
+    st, js, _ = s.post("/v1/completions", {"prompt": prompt, "lora": [{"id": 1}]})
+    check(is_error(js, 400, st, "lora[0]"), "request lora with a bad id -> 400")
+    s.stop()
+
+
+def openai_client(s):
+    """the `openai` package (PyPI) as a client: chat, stream, completions,
+    embeddings (it asks for base64), errors as its exception types"""
+    try:
+        import openai
+    except ImportError:
+        print("note: the openai package is absent (scripts/setup.sh installs it); its cases not run")
+        return
+    c = openai.OpenAI(base_url="http://%s:%d/v1" % (s.host, s.port), api_key="x", max_retries=0)
+    model = c.models.list().data[0].id
+    msgs = [{"role": "user", "content": "Name a fruit."}]
+    ref = s.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 12, "temperature": 0})[1]
+    r = c.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0)
+    check(r.choices[0].message.content == ref["choices"][0]["message"]["content"] and
+          r.usage.prompt_tokens == ref["usage"]["prompt_tokens"], "openai: chat completion")
+    text = "".join(ch.choices[0].delta.content or "" for ch in
+                   c.chat.completions.create(model=model, messages=msgs, max_tokens=12, temperature=0, stream=True)
+                   if ch.choices)
+    check(text == r.choices[0].message.content, "openai: streamed chat equals the plain one")
+    cr = c.completions.create(model=model, prompt="The capital of France is", max_tokens=4, temperature=0)
+    check(cr.choices[0].text.startswith(" Paris"), "openai: completion")
+    e = c.embeddings.create(model=model, input=["a cat sat on the mat"])
+    mine = s.post("/v1/embeddings", {"input": "a cat sat on the mat"})[1]["data"][0]["embedding"]
+    check(len(e.data[0].embedding) == 576 and max(abs(a - b) for a, b in zip(e.data[0].embedding, mine)) < 1e-6,
+          "openai: embeddings (base64) equal the float ones")
+    try:
+        c.chat.completions.create(model=model, messages=msgs, temperature=5)
+        check(False, "openai: temperature 5 raises BadRequestError")
+    except openai.BadRequestError as ex:
+        check(ex.status_code == 400 and ex.param == "temperature", "openai: temperature 5 raises BadRequestError")
+    try:
+        c.chat.completions.create(model="nope", messages=msgs)
+        check(False, "openai: unknown model raises NotFoundError")
+    except openai.NotFoundError as ex:
+        check(ex.code == "model_not_found", "openai: unknown model raises NotFoundError")
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(next(l for l in f if l.startswith("VmRSS")).split()[1])
+
+
+def load(s):
+    """bounded load: waves of 24 mixed requests from 12 threads; every one
+    answered once with its own id, and the server's RSS flat after the first"""
+    def wave(k):
+        res = []
+
+        def client(i):
+            for r in range(2):
+                body = {"messages": [{"role": "user", "content": "Count to %d." % (i + 3 * r)}], "max_tokens": 12,
+                        "temperature": 0.5, "seed": i}
+                if (i + r) % 2:
+                    st, chunks, done = s.stream("/v1/chat/completions", body)
+                    res.append((st, chunks[0]["id"] if chunks else None, done))
+                else:
+                    st, js, _ = s.post("/v1/chat/completions", body)
+                    res.append((st, js.get("id") if js else None, True))
+        ts = [threading.Thread(target=client, args=(i,)) for i in range(12)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        return res
+    wave(0)
+    r0 = rss_kb(s.p.pid)
+    res = wave(1) + wave(2)
+    r1 = rss_kb(s.p.pid)
+    ids = [r[1] for r in res]
+    check(len(res) == 48 and all(r[0] == 200 and r[2] for r in res) and len(set(ids)) == 48,
+          "load: 48 requests, all answered, 48 distinct ids")
+    check(r1 - r0 < 8192, "load: RSS flat (%d KiB -> %d KiB)" % (r0, r1))
+
+
+def structured(s):
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                               "age": {"type": "integer"}},
+              "required": ["name", "age"], "additionalProperties": False}
+    st, js, _ = s.post("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "Give me a person with a name and an age as JSON."}],
+        "max_tokens": 60, "temperature": 0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": schema}}})
+    try:
+        v = json.loads(js["choices"][0]["message"]["content"])
+        ok = set(v) == {"name", "age"} and isinstance(v["age"], int) and isinstance(v["name"], str)
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    check(st == 200 and ok and js["choices"][0]["finish_reason"] == "stop",
+          "response_format json_schema: the reply is that JSON (%s)" % (js["choices"][0]["message"]["content"]
+                                                                       if st == 200 else js))
+    st, js, _ = s.post("/v1/completions", {"prompt": "Answer yes or no: is the sky green?", "temperature": 0.8,
+                                           "seed": 3, "grammar": 'root ::= "yes" | "no"'})
+    check(st == 200 and js["choices"][0]["text"] in ("yes", "no"), "grammar (GBNF) limits the text: %r" %
+          (js["choices"][0]["text"] if st == 200 else js))
+    st, js, _ = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "response_format": {
+        "type": "json_schema", "json_schema": {"schema": {"type": "object", "patternProperties": {}}}}})
+    check(is_error(js, 400, st, "response_format.json_schema") and "patternProperties" in js["error"]["message"],
+          "an unsupported schema keyword -> 400 naming it")
+    st, js, _ = s.post("/v1/completions", {"prompt": "x", "grammar": "root ::= ("})
+    check(is_error(js, 400, st, "grammar"), "a malformed grammar -> 400")
+
+
 def errors(s):
     chat = "/v1/chat/completions"
     good = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -473,11 +652,16 @@ def main():
         prefix_reuse(s)
         disconnect(s)
         logprobs_embeddings(s)
+        structured(s)
+        openai_client(s)
         errors(s)
+        load(s)
     finally:
         rc = s.stop()
     check(rc == 0, "SIGTERM: clean exit")
     concurrent_exact()
+    preemption()
+    lora()
     limits()
     print("%d failure(s)" % failures)
     sys.exit(1 if failures else 0)

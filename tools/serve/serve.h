@@ -101,6 +101,7 @@ typedef struct srv_req {
     bool logprobs;              /* chat: logprobs true; completions: logprobs given */
     int32_t top_logprobs;
     bool echo;                  /* completions: echo (only false is supported) */
+    bool ignore_eos;            /* extension: generate past end-of-generation tokens (benchmarks) */
     const char *stop[SRV_MAX_STOP];
     int32_t n_stop;
     float presence_penalty, frequency_penalty;
@@ -110,6 +111,8 @@ typedef struct srv_req {
     int32_t n_lora;
     bool lora_given;
     const char *encoding_format; /* embeddings: "float" (default) or "base64" */
+    char *gbnf;                 /* response_format json_object / json_schema, or grammar: GBNF, malloc'd */
+    const char *gbnf_param;     /* the field it came from, for errors */
 } srv_req;
 
 /* Parse and check a body. n_vocab bounds token ids, n_lora adapter ids.
@@ -143,6 +146,12 @@ typedef struct srv_job {
     tl_sampler_params sp; /* sp.logit_bias points at bias */
     tl_logit_bias *bias;  /* [sp.n_logit_bias], malloc'd */
     int32_t top_logprobs; /* -1: no logprobs */
+    bool ignore_eos;
+    tl_grammar *grammar;  /* NULL: free text; the job owns it */
+    /* the scheduler's, kept while a preempted job waits to resume */
+    tl_sampler *smp;
+    tl_detok *dt;
+    bool resumed;
     srv_lora_pick lora[SRV_MAX_LORA];
     int32_t n_lora;
     /* output, under srv->mu */
@@ -167,6 +176,7 @@ struct srv_call {
     char id[40];
     long created;
     bool stream, include_usage, chat, logprobs;
+    bool base64;          /* embeddings as base64 of little-endian float32 */
     int32_t n_prompt_total;
     int32_t stream_stage; /* serve_api's streaming progress */
     int32_t stream_job;   /* next job whose role chunk is due */
@@ -184,7 +194,7 @@ typedef struct srv_lora {
 
 typedef struct srv_stats {
     uint64_t req_by_status[600];
-    uint64_t prompt_tokens, prompt_cached, prompt_evaluated, gen_tokens, steps;
+    uint64_t prompt_tokens, prompt_cached, prompt_evaluated, gen_tokens, steps, preempted;
     double busy_s;          /* time spent in decode steps */
     int32_t queue_len, running, cached_seqs;
     tl_kv_stats kv;
@@ -210,12 +220,14 @@ typedef struct srv_server {
     tl_context *ctx;
     tl_model_info info;
     int32_t n_seq_ctx;
-    int32_t pooling;        /* 0 none->mean, 1 mean, 2 cls, 3 last */
+    int32_t pooling;        /* 1 mean, 2 cls, 3 last */
+    tl_grammar_vocab *gvocab; /* for response_format / grammar */
     srv_lora loras[SRV_MAX_LORA];
     int32_t n_loras;
     pthread_mutex_t mu;
     pthread_cond_t sched_cv; /* the scheduler waits for work */
-    srv_job **queue;         /* FIFO ring [queue_max] */
+    srv_job **queue;         /* FIFO ring [q_cap]: queue_max new jobs + preempted ones */
+    int32_t q_cap;
     int32_t q_head, q_len;
     bool stop;
     srv_stats st;

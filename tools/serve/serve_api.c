@@ -60,6 +60,21 @@ static bool check_supported(const srv_req *r, srv_err *e) {
     return false;
 }
 
+/* every job its own compiled grammar (its parse state is per choice) */
+static bool make_grammars(srv_server *s, const srv_req *r, srv_call *c, srv_err *e) {
+    if (!r->gbnf) return true;
+    if (!s->gvocab) {
+        srv_err_set(e, 500, "server_error", NULL, r->gbnf_param, "grammars are unavailable: no vocabulary index");
+        return false;
+    }
+    for (int32_t i = 0; i < c->n_jobs; i++)
+        if (tl_grammar_init(s->gvocab, r->gbnf, strlen(r->gbnf), NULL, NULL, &c->jobs[i].grammar) != TL_OK) {
+            srv_err_set(e, 400, "invalid_request_error", NULL, r->gbnf_param, "%s", tl_last_error());
+            return false;
+        }
+    return true;
+}
+
 static void fill_job(srv_server *s, const srv_req *r, srv_job *j, int32_t index, uint64_t seed) {
     j->index = index;
     j->embed = r->kind == SRV_EMBED;
@@ -80,6 +95,7 @@ static void fill_job(srv_server *s, const srv_req *r, srv_job *j, int32_t index,
         j->sp.n_logit_bias = r->n_bias;
     }
     j->top_logprobs = r->logprobs ? r->top_logprobs : -1;
+    j->ignore_eos = r->ignore_eos;
     if (r->lora_given) {
         memcpy(j->lora, r->lora, sizeof j->lora);
         j->n_lora = r->n_lora;
@@ -275,16 +291,38 @@ static void json_final(srv_buf *b, srv_server *s, const srv_call *c) {
     sb_puts(b, "}");
 }
 
+/* "..." : base64 of the floats as little-endian float32 (what OpenAI's
+ * encoding_format base64 returns; x86 is little-endian) */
+static void json_base64_f32(srv_buf *b, const float *v, int32_t n) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = (const unsigned char *)v;
+    size_t len = (size_t)n * sizeof(float);
+    sb_puts(b, "\"");
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t x = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < len ? p[i + 2] : 0);
+        char q[4] = {tab[x >> 18 & 63], tab[x >> 12 & 63], i + 1 < len ? tab[x >> 6 & 63] : '=',
+                     i + 2 < len ? tab[x & 63] : '='};
+        sb_add(b, q, 4);
+    }
+    sb_puts(b, "\"");
+}
+
 static void json_embeddings(srv_buf *b, srv_server *s, const srv_call *c) {
     sb_puts(b, "{\"object\":\"list\",\"data\":[");
     for (int32_t i = 0; i < c->n_jobs; i++) {
         const srv_job *j = &c->jobs[i];
-        sb_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":[", i ? "," : "", j->index);
-        for (int32_t d = 0; d < s->info.n_embd && j->embedding; d++) {
-            if (d) sb_puts(b, ",");
-            sb_json_num(b, j->embedding[d]);
+        sb_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", j->index);
+        if (c->base64) {
+            json_base64_f32(b, j->embedding, j->embedding ? s->info.n_embd : 0);
+        } else {
+            sb_puts(b, "[");
+            for (int32_t d = 0; d < s->info.n_embd && j->embedding; d++) {
+                if (d) sb_puts(b, ",");
+                sb_json_num(b, j->embedding[d]);
+            }
+            sb_puts(b, "]");
         }
-        sb_puts(b, "]}");
+        sb_puts(b, "}");
     }
     sb_puts(b, "],\"model\":");
     sb_json_str(b, s->cfg.model_id, strlen(s->cfg.model_id));
@@ -305,18 +343,15 @@ void srv_api_generate(srv_server *s, srv_kind kind, const char *body, size_t len
         ok = false;
     }
     if (ok && kind != SRV_EMBED) ok = check_supported(&r, &e);
-    if (ok && kind == SRV_EMBED && strcmp(r.encoding_format, "float")) {
-        srv_err_set(&e, 400, "invalid_request_error", "unsupported_parameter", "encoding_format",
-                    "'encoding_format' \"base64\" is not supported; use \"float\"");
-        ok = false;
-    }
     if (ok) ok = (c = make_call(s, &r, &e)) != NULL;
+    if (ok) ok = make_grammars(s, &r, c, &e);
     if (ok) {
         c->conn = conn;
         c->chat = kind == SRV_CHAT;
         c->stream = r.stream && kind != SRV_EMBED;
         c->include_usage = r.include_usage;
         c->logprobs = r.logprobs;
+        c->base64 = kind == SRV_EMBED && !strcmp(r.encoding_format, "base64");
         c->created = (long)time(NULL);
         static const char *const pre[] = {"chatcmpl", "cmpl", "embd"};
         pthread_mutex_lock(&s->mu);

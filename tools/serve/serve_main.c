@@ -154,6 +154,9 @@ static bool serve_context(serve_opts *o, srv_server *s) {
         return false;
     }
     s->n_seq_ctx = tl_context_n_seq_ctx(s->ctx);
+    /* one step's batch must fit the pool's positions */
+    if (s->cfg.n_batch > tl_context_n_ctx(s->ctx)) s->cfg.n_batch = tl_context_n_ctx(s->ctx);
+    if (s->cfg.n_chunk > s->cfg.n_batch) s->cfg.n_chunk = s->cfg.n_batch;
     return true;
 }
 
@@ -208,6 +211,8 @@ int cmd_serve(int argc, char **argv) {
     }
     tl_model_get_info(s.model, &s.info);
     if (!o.pooling) s.pooling = serve_pooling(&s);
+    if (tl_grammar_vocab_init(s.model, &s.gvocab) != TL_OK)
+        fprintf(stderr, "tallow serve: no grammars (response_format): %s\n", tl_last_error());
     if (!serve_template(&o, &s, &tmpl_own) || !serve_context(&o, &s) || !serve_loras(&o, &s)) goto done;
     if (srv_sched_start(&s) != TL_OK) {
         fprintf(stderr, "tallow serve: cannot start the scheduler (out of memory)\n");
@@ -242,6 +247,7 @@ done:
     if (sched) srv_sched_stop(&s);
     args_lora_free(&o.lora);
     tl_context_free(s.ctx);
+    tl_grammar_vocab_free(s.gvocab);
     tl_model_free(s.model);
     free(key_own);
     free(tmpl_own);

@@ -43,6 +43,8 @@ void srv_api_metrics(srv_server *s, srv_reply *out) {
     metric(b, "prompt_tokens_evaluated_total", "counter", "prompt tokens prefilled", (double)st.prompt_evaluated);
     metric(b, "generated_tokens_total", "counter", "tokens generated", (double)st.gen_tokens);
     metric(b, "decode_steps_total", "counter", "batched decode steps run", (double)st.steps);
+    metric(b, "preemptions_total", "counter", "running requests put back in the queue when the KV cache was full",
+           (double)st.preempted);
     metric(b, "decode_seconds_total", "counter", "time spent in decode steps", st.busy_s);
     metric(b, "tokens_per_second", "gauge", "generated tokens per second of decode time",
            st.busy_s > 0 ? (double)st.gen_tokens / st.busy_s : 0.0);

@@ -246,6 +246,7 @@ static bool parse_generation(const cJSON *root, srv_req *r, int32_t n_vocab, int
     }
     if (!get_int(root, "n", 1, SRV_MAX_N, &r->n, NULL, e)) return false;
     if (!get_bool(root, "stream", &r->stream, e)) return false;
+    if (!get_bool(root, "ignore_eos", &r->ignore_eos, e)) return false;
     const cJSON *so = field(root, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so)) return BAD(e, "stream_options", "'stream_options' must be an object");
@@ -253,6 +254,43 @@ static bool parse_generation(const cJSON *root, srv_req *r, int32_t n_vocab, int
     }
     if (!parse_bias(field(root, "logit_bias"), n_vocab, r, e)) return false;
     return parse_stop(root, r, e) && parse_lora(root, n_lora, r, e);
+}
+
+/* response_format {"type": "text" | "json_object" | "json_schema",
+ * "json_schema": {"schema": ...}}, or a GBNF "grammar" (llama-server's) */
+static bool parse_format(const cJSON *root, srv_req *r, srv_err *e) {
+    const cJSON *g = field(root, "grammar"), *rf = field(root, "response_format");
+    if (g) {
+        if (!cJSON_IsString(g)) return BAD(e, "grammar", "'grammar' must be a GBNF string");
+        r->gbnf = strdup(g->valuestring);
+        r->gbnf_param = "grammar";
+        return r->gbnf ? true : BAD(e, "grammar", "out of memory");
+    }
+    if (!rf) return true;
+    const cJSON *type = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
+    if (!cJSON_IsString(type))
+        return BAD(e, "response_format", "'response_format' must be {\"type\": \"text\", \"json_object\" or "
+                                         "\"json_schema\"}");
+    r->gbnf_param = "response_format";
+    if (!strcmp(type->valuestring, "text")) return true;
+    if (!strcmp(type->valuestring, "json_object")) {
+        r->gbnf = strdup(tl_grammar_json_gbnf());
+        return r->gbnf ? true : BAD(e, "response_format", "out of memory");
+    }
+    if (strcmp(type->valuestring, "json_schema"))
+        return BAD(e, "response_format.type", "'response_format.type' '%.40s' is not text, json_object or json_schema",
+                   type->valuestring);
+    const cJSON *js = field(rf, "json_schema");
+    const cJSON *schema = cJSON_IsObject(js) ? field(js, "schema") : NULL;
+    if (!cJSON_IsObject(schema))
+        return BAD(e, "response_format.json_schema", "'response_format.json_schema.schema' must be an object");
+    char *txt = cJSON_PrintUnformatted(schema);
+    if (!txt) return BAD(e, "response_format", "out of memory");
+    tl_status st = tl_json_schema_to_gbnf(txt, strlen(txt), &r->gbnf);
+    free(txt);
+    if (st != TL_OK)
+        return BAD(e, "response_format.json_schema", "the JSON schema cannot be used: %s", tl_last_error());
+    return true;
 }
 
 static bool parse_logprobs(const cJSON *root, srv_req *r, srv_err *e) {
@@ -313,12 +351,13 @@ bool srv_req_parse(srv_kind kind, const char *body, size_t len, int32_t n_vocab,
     if (kind == SRV_COMPLETION && !parse_prompts(field(root, "prompt"), n_vocab, "prompt", r, e)) return false;
     if ((int64_t)r->n * r->n_prompts > SRV_MAX_PROMPTS)
         return BAD(e, "n", "%d prompts x n = %d choices; at most %d", r->n_prompts, r->n, SRV_MAX_PROMPTS);
-    return parse_generation(root, r, n_vocab, n_lora, e) && parse_logprobs(root, r, e);
+    return parse_generation(root, r, n_vocab, n_lora, e) && parse_logprobs(root, r, e) && parse_format(root, r, e);
 }
 
 void srv_req_free(srv_req *r) {
     for (int32_t i = 0; i < r->n_prompts; i++) free(r->prompts[i].tok);
     free(r->bias);
+    free(r->gbnf);
     if (r->msg_own)
         for (int32_t i = 0; i < r->n_msgs; i++) free(r->msg_own[i]);
     free(r->msg_own);

@@ -74,6 +74,9 @@ void srv_call_unref_locked(srv_call *c) {
         free(j->pieces);
         free(j->prompt);
         free(j->bias);
+        tl_sampler_free(j->smp);
+        tl_detok_free(j->dt);
+        tl_grammar_free(j->grammar);
         free(j->embedding);
     }
     pthread_cond_destroy(&c->cv);
@@ -86,7 +89,7 @@ bool srv_submit(srv_server *s, srv_call *c) {
     bool ok = s->q_len + c->n_jobs <= s->cfg.queue_max && !s->stop;
     if (ok) {
         for (int32_t i = 0; i < c->n_jobs; i++) {
-            s->queue[(s->q_head + s->q_len) % s->cfg.queue_max] = &c->jobs[i];
+            s->queue[(s->q_head + s->q_len) % s->q_cap] = &c->jobs[i];
             s->q_len++;
         }
         c->refs += c->n_jobs;
@@ -104,7 +107,7 @@ static void job_finish_locked(srv_job *j) {
 }
 
 void srv_cancel_locked(srv_server *s, srv_call *c) {
-    int32_t kept = 0, qm = s->cfg.queue_max;
+    int32_t kept = 0, qm = s->q_cap;
     for (int32_t i = 0; i < s->q_len; i++) {
         srv_job *j = s->queue[(s->q_head + i) % qm];
         if (j->call == c) {
@@ -186,6 +189,12 @@ static int32_t blocks_available(srv_server *s) {
     return n > kv.n_blocks ? kv.n_blocks : (int32_t)n;
 }
 
+static int32_t count_running(const sched *sc) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < sc->n_slots; i++) n += sc->slots[i].job != NULL;
+    return n;
+}
+
 static bool slot_setup(srv_server *s, sched_slot *sl, srv_job *j) {
     tl_lora_use use[SRV_MAX_LORA];
     for (int32_t i = 0; i < j->n_lora; i++) use[i] = (tl_lora_use){s->loras[j->lora[i].id].lora, j->lora[i].scale};
@@ -196,7 +205,13 @@ static bool slot_setup(srv_server *s, sched_slot *sl, srv_job *j) {
         sl->emb = calloc((size_t)s->info.n_embd, sizeof *sl->emb);
         return sl->emb != NULL;
     }
-    return tl_sampler_init(&j->sp, s->info.n_vocab, &sl->smp) == TL_OK && tl_detok_init(s->model, &sl->dt) == TL_OK;
+    if (j->smp) { /* resuming after preemption: the same sampler, grammar and detokenizer state */
+        sl->smp = j->smp, sl->dt = j->dt;
+        j->smp = NULL, j->dt = NULL;
+        return true;
+    }
+    return tl_sampler_init(&j->sp, s->info.n_vocab, &sl->smp) == TL_OK &&
+           tl_sampler_set_grammar(sl->smp, j->grammar) == TL_OK && tl_detok_init(s->model, &sl->dt) == TL_OK;
 }
 
 /* Place job j (popped from the queue) into an idle slot, reusing the longest
@@ -220,8 +235,16 @@ static bool admit_locked(srv_server *s, srv_job *j) {
     tl_kv_stats kv;
     tl_context_kv_stats(s->ctx, &kv);
     int32_t reuse = busy_lcp > idle_lcp ? busy_lcp : idle_lcp;
+    /* a job still prefilling a longer common prefix (the other choices of
+     * n, or the same system prompt sent at once): wait for it and fork */
+    for (int32_t i = 0; i < sc->n_slots && !j->embed; i++) {
+        sched_slot *sl = &sc->slots[i];
+        if (!sl->job || sl->decoding || sl->job->embed || !same_lora(sl, j)) continue;
+        int32_t l = common_prefix(sl->job->prompt, sl->job->n_prompt, j->prompt, j->n_prompt);
+        if ((l > cap ? cap : l) >= reuse + kv.block_size) return false;
+    }
     int32_t need = (j->n_prompt - reuse) / kv.block_size + 2;
-    if (need > blocks_available(s) && s->st.running > 0) return false;
+    if (need > blocks_available(s) && count_running(sc) > 0) return false;
     sched_slot *sl;
     if (busy && busy_lcp > idle_lcp) {
         sl = lru;
@@ -234,9 +257,11 @@ static bool admit_locked(srv_server *s, srv_job *j) {
     }
     sl->job = j;
     sl->admitted = ++sc->tick;
-    j->n_cached = sl->n_toks;
-    s->st.prompt_tokens += (uint64_t)j->n_prompt;
-    s->st.prompt_cached += (uint64_t)sl->n_toks;
+    if (!j->resumed) {
+        j->n_cached = sl->n_toks;
+        s->st.prompt_tokens += (uint64_t)j->n_prompt;
+        s->st.prompt_cached += (uint64_t)sl->n_toks;
+    }
     if (!slot_setup(s, sl, j)) job_fail_locked(s, sl, 500, "out of memory setting up the sequence");
     return true;
 }
@@ -250,7 +275,7 @@ static void admit_all_locked(srv_server *s) {
     while (s->q_len > 0) {
         srv_job *j = s->queue[s->q_head];
         if (!admit_locked(s, j)) break;
-        s->q_head = (s->q_head + 1) % s->cfg.queue_max;
+        s->q_head = (s->q_head + 1) % s->q_cap;
         s->q_len--;
     }
     s->st.queue_len = s->q_len;
@@ -307,8 +332,38 @@ static int32_t build_batch(srv_server *s) {
     return n;
 }
 
-/* make room: evict the least recently used idle cache; else end the newest
- * prefilling job. false: nothing left to give up. */
+/* Preempt a running job: free its sequence and put it back at the head of
+ * the queue; its tokens so far (the prompt, what it generated, the token
+ * sampled but not yet fed) become its prompt, so on resuming it prefills
+ * them again and goes on with the same sampler where it stopped. */
+static bool preempt_locked(srv_server *s, sched_slot *sl) {
+    srv_job *j = sl->job;
+    if (j->embed || s->q_len >= s->q_cap) return false;
+    int32_t n = sl->decoding ? sl->n_toks + 1 : j->n_prompt;
+    if (sl->decoding) {
+        int32_t *np = malloc((size_t)n * sizeof *np);
+        if (!np) return false;
+        memcpy(np, sl->toks, (size_t)sl->n_toks * sizeof *np);
+        np[n - 1] = sl->next_tok;
+        free(j->prompt);
+        j->prompt = np;
+        j->n_prompt = n;
+    }
+    j->smp = sl->smp, j->dt = sl->dt;
+    sl->smp = NULL, sl->dt = NULL;
+    j->resumed = true;
+    sl->job = NULL;
+    sl->decoding = false;
+    slot_forget(s, sl);
+    s->q_head = (s->q_head + s->q_cap - 1) % s->q_cap;
+    s->queue[s->q_head] = j;
+    s->q_len++;
+    s->st.preempted++;
+    return true;
+}
+
+/* make room: evict the least recently used idle cache; else preempt the
+ * newest job (or, alone, end it with 503). false: nothing left to give up. */
 static bool make_room_locked(srv_server *s) {
     sched *sc = s->sched;
     sched_slot *lru = NULL, *newest = NULL;
@@ -321,6 +376,7 @@ static bool make_room_locked(srv_server *s) {
         slot_forget(s, lru);
         return true;
     }
+    if (newest && count_running(sc) > 1 && preempt_locked(s, newest)) return true;
     if (newest) {
         job_fail_locked(s, newest, 503, "the KV cache is full; retry later");
         return true;
@@ -382,17 +438,22 @@ static void sample_one(srv_server *s, sched_slot *sl, int32_t bi, srv_piece *p, 
     int32_t tok;
     memset(p, 0, sizeof *p);
     bool plain = j->sp.presence_penalty == 0 && j->sp.frequency_penalty == 0 && j->sp.n_logit_bias == 0 &&
-                 j->sp.repeat_penalty == 1.0f;
+                 j->sp.repeat_penalty == 1.0f && !j->grammar;
     if (j->sp.temp <= 0 && j->top_logprobs < 0 && plain) {
         if (tl_context_greedy(s->ctx, bi, &tok) != TL_OK) tok = tl_token_eos(s->model);
     } else {
         const float *lg = tl_context_logits(s->ctx, bi);
         tok = tl_sampler_sample(sl->smp, lg);
+        if (tok < 0) { /* the grammar allows nothing more: the output is what it can be */
+            p->tok = -1;
+            *eog = true;
+            return;
+        }
         if (j->top_logprobs >= 0) fill_logprobs(lg, s->info.n_vocab, tok, j->top_logprobs, p);
     }
     tl_sampler_accept(sl->smp, tok);
     p->tok = tok;
-    *eog = tl_token_is_eog(s->model, tok);
+    *eog = !j->ignore_eos && tl_token_is_eog(s->model, tok);
     if (*eog) return;
     char buf[256];
     size_t n = 0;
@@ -431,8 +492,7 @@ static void after_decode(srv_server *s) {
         bool eog;
         sample_one(s, sl, sl->b_first + sl->b_n - 1, &p, &eog);
         pthread_mutex_lock(&s->mu);
-        s->st.gen_tokens++;
-        j->n_gen++;
+        if (p.tok >= 0) s->st.gen_tokens++, j->n_gen++;
         const char *fin = NULL;
         if (eog) fin = "stop";
         else if (j->n_gen >= j->max_tokens || sl->n_toks + 1 >= s->n_seq_ctx) fin = "length";
@@ -519,7 +579,7 @@ static void *sched_main(void *arg) {
         srv_job *j = s->queue[s->q_head];
         srv_err_set(&j->err, 503, "server_error", NULL, NULL, "the server is shutting down");
         job_finish_locked(j);
-        s->q_head = (s->q_head + 1) % s->cfg.queue_max;
+        s->q_head = (s->q_head + 1) % s->q_cap;
         s->q_len--;
     }
     pthread_mutex_unlock(&s->mu);
@@ -535,7 +595,8 @@ tl_status srv_sched_start(srv_server *s) {
     sc->b_tok = malloc((size_t)sc->b_cap * sizeof *sc->b_tok);
     sc->b_seq = malloc((size_t)sc->b_cap * sizeof *sc->b_seq);
     sc->b_lg = malloc((size_t)sc->b_cap);
-    s->queue = calloc((size_t)s->cfg.queue_max, sizeof *s->queue);
+    s->q_cap = s->cfg.queue_max + sc->n_slots;
+    s->queue = calloc((size_t)s->q_cap, sizeof *s->queue);
     s->sched = sc;
     if (!sc->slots || !sc->b_tok || !sc->b_seq || !sc->b_lg || !s->queue) return TL_ERR_NOMEM;
     for (int32_t i = 0; i < sc->n_slots; i++) sc->slots[i].seq = i;

@@ -1,0 +1,55 @@
+/* tests/fuzz/fuzz_serve_request: libFuzzer harness for `tallow serve`'s
+ * request bodies. The first byte picks the endpoint (chat, completions,
+ * embeddings), the rest is the body given to srv_req_parse, as the server
+ * does; then the error (or the parsed fields) is written back as JSON the
+ * way the server answers. Checked: an accepted request's fields are in
+ * range (what the scheduler relies on), a rejected one has a 4xx status and
+ * a message, and every JSON string the server writes is valid UTF-8 with no
+ * raw control bytes, whatever bytes went in.
+ * Owns: nothing. Calls: tools/serve (serve_parse.c, serve_buf.c), cJSON. */
+#include <stdint.h>
+#include <string.h>
+
+#include "../../tools/serve/serve.h"
+
+static void check_json_str(const char *s, size_t n) {
+    srv_buf b = {0};
+    sb_json_str(&b, s, n);
+    if (b.oom) return;
+    if (srv_utf8_check(b.p, b.n) != b.n) __builtin_trap(); /* escaping must give valid UTF-8 */
+    for (size_t i = 0; i < b.n; i++)
+        if ((unsigned char)b.p[i] < 0x20) __builtin_trap(); /* control bytes must be escaped */
+    sb_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    srv_kind kind = (srv_kind)(data[0] % 3);
+    const char *body = (const char *)data + 1;
+    size_t len = size - 1;
+    srv_req r;
+    srv_err e = {0};
+    if (srv_req_parse(kind, body, len, 49152, 2, &r, &e)) {
+        if (r.n < 1 || r.n > SRV_MAX_N || r.n_prompts > SRV_MAX_PROMPTS || r.n_stop > SRV_MAX_STOP ||
+            r.n_lora > SRV_MAX_LORA || r.n_bias > SRV_MAX_BIAS || r.top_logprobs < 0 ||
+            r.top_logprobs > SRV_MAX_TOP_LOGPROBS || (r.max_tokens < 1 && r.max_tokens != -1))
+            __builtin_trap();
+        if (kind == SRV_CHAT && r.n_msgs < 1) __builtin_trap();
+        if (kind != SRV_CHAT && r.n_prompts < 1) __builtin_trap();
+        for (int32_t i = 0; i < r.n_prompts; i++)
+            for (int32_t k = 0; k < r.prompts[i].n_tok; k++)
+                if (r.prompts[i].tok[k] < 0 || r.prompts[i].tok[k] >= 49152) __builtin_trap();
+        for (int32_t i = 0; i < r.n_lora; i++)
+            if (r.lora[i].id < 0 || r.lora[i].id >= 2) __builtin_trap();
+        for (int32_t i = 0; i < r.n_msgs; i++) check_json_str(r.msgs[i].content, strlen(r.msgs[i].content));
+    } else {
+        if (e.http < 400 || e.http > 499 || !e.msg[0]) __builtin_trap();
+        srv_buf b = {0};
+        srv_err_json(&e, &b);
+        if (!b.oom && srv_utf8_check(b.p, b.n) != b.n) __builtin_trap();
+        sb_free(&b);
+    }
+    srv_req_free(&r);
+    check_json_str(body, len);
+    return 0;
+}
