@@ -286,7 +286,8 @@ static bool parse_format(const cJSON *root, srv_req *r, srv_err *e) {
         return BAD(e, "response_format.json_schema", "'response_format.json_schema.schema' must be an object");
     char *txt = cJSON_PrintUnformatted(schema);
     if (!txt) return BAD(e, "response_format", "out of memory");
-    tl_status st = tl_json_schema_to_gbnf(txt, strlen(txt), &r->gbnf);
+    const tl_json_schema_params jp = tl_json_schema_default_params();
+    tl_status st = tl_json_schema_to_gbnf(txt, strlen(txt), &jp, &r->gbnf);
     free(txt);
     if (st != TL_OK)
         return BAD(e, "response_format.json_schema", "the JSON schema cannot be used: %s", tl_last_error());
