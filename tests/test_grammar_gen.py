@@ -57,6 +57,8 @@ def generate(schema_path, seed):
     if r.returncode != 0:
         return False, f"exit {r.returncode}: {r.stderr.decode()[-300:]}"
     text = out[len(PROMPT):].strip()
+    if b"stopped before the grammar was complete" in r.stderr:
+        return None, f"cut by -n 1500 inside the document: {text[-80:]!r}"
     try:
         doc = json.loads(text)
     except ValueError as e:
@@ -79,9 +81,14 @@ def run_corpus(files, jobs):
         with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
             results = list(ex.map(lambda t: (t, generate(*t)), tasks))
     ok = sum(1 for _, (g, _) in results if g)
+    cut = sum(1 for _, (g, _) in results if g is None)
     for (sp, seed), (g, msg) in results:
-        check(g, f"{os.path.basename(sp)} seed {seed}: {msg}")
-    print(f"schema generations: {ok}/{len(results)} valid over {len(files)} schemas")
+        if g is None:
+            print(f"cut: {os.path.basename(sp)} seed {seed}: {msg}")  # unfinished, not invalid
+        else:
+            check(g, f"{os.path.basename(sp)} seed {seed}: {msg}")
+    check(ok >= (len(results) + 1) // 2, f"at least half the generations finish and validate: {ok}/{len(results)}")
+    print(f"schema generations: {ok}/{len(results)} valid, {cut} cut by the token limit, over {len(files)} schemas")
 
 
 corpus = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "json_schemas", "*.json")))

@@ -19,7 +19,7 @@ greedy continuation on every prompt within 3-16 tokens. So:
     token at every position, except at near-ties: where we disagree, the
     two tokens' logits must be within NEAR_TIE of each other in our output;
   * at the stored positions our top-40 logits must be within MAX_TOL of
-    llama.cpp's, rms <= RMS_TOL (its batch-vs-token-by-token change alone
+    llama.cpp's, rms <= RMS_TOL = 0.7 (its batch-vs-token-by-token change alone
     reaches 0.70 over the full vocabulary, its f16->f32 KV change 0.2-0.9
     on the top-40);
   * the free-running greedy text must equal llama.cpp's up to the first
@@ -39,7 +39,7 @@ except ImportError:
     skip("numpy not installed")
 from llamacpp_ref import Checker, compare_prompt  # noqa: E402
 
-MAX_TOL, RMS_TOL, NEAR_TIE = 1.0, 0.5, 0.5
+MAX_TOL, RMS_TOL, NEAR_TIE = 1.0, 0.7, 0.5
 fx = os.path.join(ROOT, "tests", "fixtures")
 ref = json.load(open(os.path.join(fx, "smollm2_ref.json")))
 model_path = os.path.join(ROOT, "models", ref["model_file"])
