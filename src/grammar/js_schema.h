@@ -10,6 +10,19 @@
 #include "tallow.h"
 #include "grammar/js_buf.h"
 
+/* The JSON value rules (no root) that the built-in JSON-object grammar and
+ * every converted schema share. */
+#define JS_VALUE_GBNF                                                                                \
+    "value  ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"                  \
+    "object ::= \"{\" ws ( member ( \",\" ws member )* )? \"}\"\n"                                       \
+    "member ::= string \":\" ws value ws\n"                                                           \
+    "array  ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"                                   \
+    "string ::= \"\\\"\" char* \"\\\"\"\n"                                                             \
+    "char   ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" hex hex hex hex )\n"             \
+    "hex    ::= [0-9a-fA-F]\n"                                                                       \
+    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?\n"                \
+    "ws     ::= [ \\t\\n\\r]{0,20}\n"
+
 #define JS_MAX_REFS 4096
 #define JS_MAX_KEEP 1024
 #define JS_MAX_DEPTH 256

@@ -282,17 +282,7 @@ tl_status js_gen(js_ctx *c, const cJSON *s, const char *path, int *rule) {
 }
 
 /* The primitives every converted schema may use. */
-static const char js_prelude[] =
-    "value  ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
-    "object ::= \"{\" ws ( member ( \",\" ws member )* )? \"}\"\n"
-    "member ::= string \":\" ws value ws\n"
-    "array  ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"
-    "string ::= \"\\\"\" char* \"\\\"\"\n"
-    "char   ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" hex hex hex hex )\n"
-    "hex    ::= [0-9a-fA-F]\n"
-    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?\n"
-    "int    ::= \"-\"? ( \"0\" | [1-9] [0-9]* )\n"
-    "ws     ::= [ \\t\\n\\r]{0,20}\n";
+static const char js_prelude[] = JS_VALUE_GBNF "int    ::= \"-\"? ( \"0\" | [1-9] [0-9]* )\n";
 
 tl_json_schema_params tl_json_schema_default_params(void) {
     tl_json_schema_params p;
