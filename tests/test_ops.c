@@ -247,6 +247,12 @@ static void test_level(tl_threadpool *tp) {
             test_matmul(tpn, types[t], 256, 50, 7);
             test_matmul(tpn, types[t], kq ? 512 : 576, 33, 13);
             if (nt == 3) test_matmul(tpn, types[t], kq ? 1536 : 576, 33, 40);
+            if (tl_type_get(types[t])->blck == 1) {
+                /* float rows of any length: k not a multiple of 8 or 16, row
+                 * counts past a 32-row panel, token groups of 12 plus a tail */
+                test_matmul(tpn, types[t], 203, 37, 13);
+                test_matmul(tpn, types[t], 120, 70, 26);
+            }
             if (nt == 2) {
                 test_matmul_x(tpn, types[t], 512, 20, 8, true);
                 test_matmul_x(tpn, types[t], 512, 20, 16, true); /* the panel kernels */

@@ -209,6 +209,7 @@ QUANT_DECL_VD(quant_dot_q6_k_q8_k_avx2);
 QUANT_DECL_VD(quant_dot_q4_0_q8_0_avx512);
 QUANT_DECL_VD(quant_dot_q4_1_q8_1_avx512);
 QUANT_DECL_VD(quant_dot_q8_0_q8_0_avx512);
+QUANT_DECL_VD(quant_dot_f16_f16_avx512);
 /* also needs tl_cpu_has_avx512_bf16() */
 QUANT_DECL_VD(quant_dot_bf16_bf16_avx512);
 

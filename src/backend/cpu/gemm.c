@@ -26,6 +26,8 @@ void gemm_f16_1x1_avx2(int64_t n, float *s, const uint16_t *w, const float *y);
 gemm_f16_1x4_fn gemm_get_f16_1x4(void) { return tl_cpu_use_avx2() ? gemm_f16_1x4_avx2 : 0; }
 gemm_f16_1x1_fn gemm_get_f16_1x1(void) { return tl_cpu_use_avx2() ? gemm_f16_1x1_avx2 : 0; }
 
+bool gemm_f16_panel_ok(void) { return tl_cpu_use_avx512(); }
+
 gemm_1x4_fn gemm_get_1x4(tl_type t) {
     if (!tl_cpu_use_avx2()) return 0;
     switch (t) {

@@ -56,6 +56,26 @@ gemm_f16_1x1_fn gemm_get_f16_1x1(void);
 /* y[i] = x[i] rounded to f16 and widened back (AVX2 only; see the getters) */
 void gemm_round_f16_avx2(const float *x, float *y, int64_t n);
 
+/* F16 weights on AVX-512 (prefill). GEMM_F16_ROWS rows are packed
+ * element-major, panel[e * GEMM_F16_ROWS + r] = row r's element e (rows
+ * past the end zero; panel 64-byte aligned), so one load gives an element
+ * of 16 rows; the activations, rounded to f16 and kept as f32, are stored
+ * in groups of up to GEMM_F16_TOK tokens, a group of nt tokens holding
+ * token t's element e at e * nt + t, so a token's element is one broadcast
+ * from an address fixed per tile. */
+#define GEMM_F16_ROWS 32
+#define GEMM_F16_TOK 12
+/* whether this CPU runs the F16 panel kernel */
+bool gemm_f16_panel_ok(void);
+size_t gemm_f16_panel_bytes(int64_t k);
+void gemm_f16_panel_pack_avx512(const uint16_t *w, size_t row_bytes, int nrows, int64_t k, uint16_t *panel);
+/* one group: nt token rows of x (k apart) rounded into y */
+void gemm_f16_round_group_avx512(const float *x, float *y, int64_t k, int nt);
+/* out[t * ldo + r] = dot(row r, token t) for t < nt (<= GEMM_F16_TOK) of
+ * group y and r < nrows (<= GEMM_F16_ROWS) */
+void gemm_f16_panel_run_avx512(int64_t k, const uint16_t *panel, const float *y, int nt, int nrows, float *out,
+                               int64_t ldo);
+
 /* Weight panels (AVX-512 VNNI prefill). GEMM_PANEL rows of a 32-block
  * type are repacked into a panel whose block i holds, for each group of 4
  * elements (8 groups), those 4 quants of all GEMM_PANEL rows side by side:

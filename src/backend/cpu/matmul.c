@@ -31,6 +31,7 @@ typedef struct mm_task {
     bool g4;              /* every weight has a 1x4 kernel for its type */
     bool g1;              /* m < 4 and every weight has a 1x1 kernel: gscale holds [m][k/32][2] */
     bool f16_gemm;        /* F16 weights, xq holds f16-rounded f32 activations */
+    bool f16_panel;       /* ... in token groups for the AVX-512 F16 panel kernel (gemm.h) */
     bool panel;           /* every weight has a panel form: gscale holds [m][k/32][2] panel tables */
     uint8_t *panels;      /* [n_threads][panel_stride] */
     size_t panel_stride;
@@ -57,6 +58,12 @@ static void mm_convert_task(void *arg, int ith, int nth) {
 
 static void mm_round_task(void *arg, int ith, int nth) {
     mm_task *t = arg;
+    if (t->f16_panel) {
+        for (int64_t j = (int64_t)ith * GEMM_F16_TOK; j < t->m; j += (int64_t)nth * GEMM_F16_TOK)
+            gemm_f16_round_group_avx512(t->x + j * t->k, (float *)t->xq + j * t->k, t->k,
+                                        (int)(t->m - j < GEMM_F16_TOK ? t->m - j : GEMM_F16_TOK));
+        return;
+    }
     for (int64_t j = ith; j < t->m; j += nth)
         gemm_round_f16_avx2(t->x + j * t->k, (float *)(t->xq + (size_t)j * t->xrow), t->k);
 }
@@ -89,6 +96,22 @@ static void mm_rows_f16(const mm_task *t, int wi, int64_t r0, int64_t r1) {
     }
 }
 
+/* F16 panel path: each 32 weight rows packed once, then run against every
+ * group of tokens */
+static void mm_rows_f16_panel(const mm_task *t, int wi, int64_t r0, int64_t r1, uint16_t *panel) {
+    const tl_tensor *w = t->w[wi];
+    const int64_t ldo = t->ldy[wi], k = t->k;
+    for (int64_t rb = r0; rb < r1; rb += GEMM_F16_ROWS) {
+        const int nr = (int)(rb + GEMM_F16_ROWS < r1 ? GEMM_F16_ROWS : r1 - rb);
+        gemm_f16_panel_pack_avx512((const uint16_t *)((const uint8_t *)w->data + (size_t)rb * w->nb[1]), w->nb[1], nr,
+                                   k, panel);
+        for (int64_t j = 0; j < t->m; j += GEMM_F16_TOK) {
+            const int nt = (int)(t->m - j < GEMM_F16_TOK ? t->m - j : GEMM_F16_TOK);
+            gemm_f16_panel_run_avx512(k, panel, (const float *)t->xq + j * k, nt, nr, t->y[wi] + j * ldo + rb, ldo);
+        }
+    }
+}
+
 /* panel path: each 16 weight rows packed once, then run against every token */
 static void mm_rows_panel(const mm_task *t, int wi, int64_t r0, int64_t r1, uint8_t *panel) {
     const tl_tensor *w = t->w[wi];
@@ -100,6 +123,10 @@ static void mm_rows_panel(const mm_task *t, int wi, int64_t r0, int64_t r1, uint
 }
 
 static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1, int ith) {
+    if (t->f16_panel) {
+        mm_rows_f16_panel(t, wi, r0, r1, (uint16_t *)(t->panels + (size_t)ith * t->panel_stride));
+        return;
+    }
     if (t->f16_gemm) {
         mm_rows_f16(t, wi, r0, r1);
         return;
@@ -209,6 +236,11 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
         /* prefill on F16 weights: the activations rounded to f16 (as the
          * vec_dot path would) but kept as f32 for the 1x4 kernel */
         t.f16_gemm = true;
+        if (gemm_f16_panel_ok() && c->panel && gemm_f16_panel_bytes(t.k) <= c->panel_stride) {
+            t.f16_panel = true;
+            t.panels = c->panel;
+            t.panel_stride = c->panel_stride;
+        }
         t.xq = c->wbuf;
         t.xrow = (size_t)t.k * sizeof(float);
         tl_threadpool_run(c->tp, mm_round_task, &t);
