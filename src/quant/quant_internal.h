@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "quant/quant.h"
 
@@ -124,6 +125,17 @@ static inline void quant_k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint
     }
 }
 
+/* All 8 scales and 8 mins of a Q4_K / Q5_K super-block at once, as the
+ * bytes of two 64-bit words (scale j / min j in byte j), for the SIMD
+ * kernels. */
+static inline void quant_k4_unpack(const uint8_t *s12, uint64_t *sc, uint64_t *m) {
+    uint32_t u[3];
+    memcpy(u, s12, 12);
+    const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+    *sc = (uint64_t)(u[0] & lo6) | (uint64_t)((u[2] & lo4) | ((u[0] >> 6) & lo2) << 4) << 32;
+    *m = (uint64_t)(u[1] & lo6) | (uint64_t)(((u[2] >> 4) & lo4) | ((u[1] >> 6) & lo2) << 4) << 32;
+}
+
 /* E8M0 exponent to 2^(e-127) / 2 as float (the halving pairs with the
  * doubled MXFP4 values); exact for every e. */
 float quant_e8m0_half(uint8_t e);
@@ -210,6 +222,9 @@ QUANT_DECL_VD(quant_dot_q4_0_q8_0_avx512);
 QUANT_DECL_VD(quant_dot_q4_1_q8_1_avx512);
 QUANT_DECL_VD(quant_dot_q8_0_q8_0_avx512);
 QUANT_DECL_VD(quant_dot_f16_f16_avx512);
+QUANT_DECL_VD(quant_dot_q4_k_q8_k_avx512);
+QUANT_DECL_VD(quant_dot_q5_k_q8_k_avx512);
+QUANT_DECL_VD(quant_dot_q6_k_q8_k_avx512);
 /* also needs tl_cpu_has_avx512_bf16() */
 QUANT_DECL_VD(quant_dot_bf16_bf16_avx512);
 

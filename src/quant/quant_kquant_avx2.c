@@ -20,16 +20,6 @@ static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 static inline __m256i loadu256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* The 8 6-bit scales and 8 mins of a Q4_K/Q5_K super-block, as the bytes
- * of two 64-bit words (scale j / min j in byte j). */
-static inline void k4_unpack(const uint8_t *s12, uint64_t *sc, uint64_t *m) {
-    uint32_t u[3];
-    memcpy(u, s12, 12);
-    const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
-    *sc = (uint64_t)(u[0] & lo6) | (uint64_t)((u[2] & lo4) | ((u[0] >> 6) & lo2) << 4) << 32;
-    *m = (uint64_t)(u[1] & lo6) | (uint64_t)(((u[2] >> 4) & lo4) | ((u[1] >> 6) & lo2) << 4) << 32;
-}
-
 /* m[j] * (bsums[2j] + bsums[2j+1]) summed pairwise into 4 int32 lanes */
 static inline __m128i k4_min_sum(uint64_t m, const int16_t *bsums) {
     __m128i b0 = _mm_loadu_si128((const __m128i *)bsums);
@@ -74,7 +64,7 @@ void quant_dot_q4_k_q8_k_avx2(int64_t n, float *s, const void *vx, const void *v
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint64_t scw, mw;
-        k4_unpack(x[i].scales, &scw, &mw);
+        quant_k4_unpack(x[i].scales, &scw, &mw);
         const __m128i mins = k4_min_sum(mw, y[i].bsums);
         const __m256i sc = bcast128_i16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scw)));
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
@@ -111,7 +101,7 @@ void quant_dot_q5_k_q8_k_avx2(int64_t n, float *s, const void *vx, const void *v
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         uint64_t scw, mw;
-        k4_unpack(x[i].scales, &scw, &mw);
+        quant_k4_unpack(x[i].scales, &scw, &mw);
         const __m128i mins = k4_min_sum(mw, y[i].bsums);
         const __m256i sc = bcast128_i16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scw)));
         const __m256i qh = loadu256(x[i].qh);
