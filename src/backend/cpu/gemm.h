@@ -81,7 +81,8 @@ void gemm_f16_panel_run_avx512(int64_t k, const uint16_t *panel, const float *y,
  * elements (8 groups), those 4 quants of all GEMM_PANEL rows side by side:
  * q[i][g][r][0..4) as unsigned bytes (signed types stored as q + 128), then
  * the rows' float scales d[i][r] and, for the types with a min (Q4_1,
- * Q5_1), m[i][r]. One vpdpbusd of a panel vector with 4 activation quants
+ * Q5_1, Q4_K, Q5_K), m[i][r]; K-quants are panels of their 32-element
+ * sub-blocks (Q6_K: d for the first 16 elements, m the second's scale). One vpdpbusd of a panel vector with 4 activation quants
  * broadcast then adds 4 products to each of the 16 rows' sums: no
  * horizontal reduction. Rows past the end of the matrix are zero. */
 #define GEMM_PANEL 16
@@ -93,7 +94,9 @@ bool gemm_panel_ok(tl_type t);
  * (panel 64-byte aligned) */
 void gemm_panel_pack_avx512(tl_type t, const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel);
 /* per activation row and block: (d, c) with c = 128 * sum(q) for Q8_0 (the
- * q + 128 correction) or s = d * sum(q) as stored for Q8_1; ds1 [n/32][2] */
+ * q + 128 correction) or s = d * sum(q) as stored for Q8_1; for Q8_K, per
+ * 32-element sub-block, d and d * sum(q) from its per-16 sums; ds1
+ * [n/32][2] */
 void gemm_panel_prep(tl_type at, int64_t n, const uint8_t *y, float *ds1);
 /* out[j * ldo + r] = dot(row r, token j) for j < m, r < nrows; token j's
  * activations at y + j * ys (type at: Q8_0 or Q8_1), its table at

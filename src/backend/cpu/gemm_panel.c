@@ -17,7 +17,7 @@ bool gemm_panel_ok(tl_type t) {
     if (!tl_cpu_use_avx512()) return false;
     switch (t) {
     case TL_TYPE_Q4_0: case TL_TYPE_Q4_1: case TL_TYPE_Q5_0: case TL_TYPE_Q5_1: case TL_TYPE_Q8_0:
-    case TL_TYPE_IQ4_NL:
+    case TL_TYPE_IQ4_NL: case TL_TYPE_Q4_K: case TL_TYPE_Q5_K: case TL_TYPE_Q6_K:
         return true;
     default:
         return false;
@@ -26,7 +26,13 @@ bool gemm_panel_ok(tl_type t) {
 
 void gemm_panel_prep(tl_type at, int64_t n, const uint8_t *y, float *ds1) {
     for (int64_t i = 0; i < n / QK; i++) {
-        if (at == TL_TYPE_Q8_1) {
+        if (at == TL_TYPE_Q8_K) {
+            /* sub-block i % 8 of super-block i / 8: d and d * sum(q) */
+            const blk_q8_k *b = (const blk_q8_k *)y + i / 8;
+            const int j = (int)(i % 8);
+            ds1[2 * i] = b->d;
+            ds1[2 * i + 1] = b->d * (float)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
+        } else if (at == TL_TYPE_Q8_1) {
             const blk_q8_1 *b = (const blk_q8_1 *)y + i;
             ds1[2 * i] = tl_fp16_to_fp32(b->d);
             ds1[2 * i + 1] = tl_fp16_to_fp32(b->s);

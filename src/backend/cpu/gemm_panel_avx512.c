@@ -6,7 +6,14 @@
  * so the dependency chains stay short. The integer sums are exact; the
  * signed types' q + 128 storage is undone by subtracting 128 * sum(y) in
  * int32, then one convert and one FMA by the 16 rows' d_w times the
- * token's d_y scale them; Q4_1 / Q5_1 add m_w * s_y. */
+ * token's d_y scale them; Q4_1 / Q5_1 add m_w * s_y.
+ * K-quants (Q8_K activations) are panels of their 32-element sub-blocks:
+ * Q4_K / Q5_K as a Q4_1 / Q5_1 block whose d_w and m_w are the super-block
+ * scales times the sub-block's 6-bit scale and min, s_y being
+ * d_y * sum(q) from Q8_K's per-16 sums; Q6_K's two 16-element halves have
+ * their own scales (d_w, and the m_w slot for the second half), so the
+ * halves' sums stay apart, each with its -32 offset taken off in int32 as
+ * 32 * the half's Q8_K sum. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -64,6 +71,48 @@ static inline __m256i p_block(tl_type t, const uint8_t *row, int64_t i, float *d
         *m = _cvtsh_ss(b->m);
         return _mm256_or_si256(p_nibbles(b->qs), p_hbits(b->qh));
     }
+    case TL_TYPE_Q4_K:
+    case TL_TYPE_Q5_K: {
+        const int64_t j = i % 8;
+        const uint8_t *sc12, *qs;
+        uint16_t d16, dm16;
+        if (t == TL_TYPE_Q4_K) {
+            const blk_q4_k *b = (const blk_q4_k *)row + i / 8;
+            sc12 = b->scales, qs = b->qs, d16 = b->d, dm16 = b->dmin;
+        } else {
+            const blk_q5_k *b = (const blk_q5_k *)row + i / 8;
+            sc12 = b->scales, qs = b->qs, d16 = b->d, dm16 = b->dmin;
+        }
+        uint8_t sc, mn;
+        quant_k4_scale_min(sc12, (int)j, &sc, &mn);
+        *d = _cvtsh_ss(d16) * (float)sc;
+        *m = -_cvtsh_ss(dm16) * (float)mn;
+        __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
+        if (j & 1) q = _mm256_srli_epi16(q, 4);
+        q = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+        if (t == TL_TYPE_Q5_K) {
+            const blk_q5_k *b = (const blk_q5_k *)row + i / 8;
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh);
+            const __mmask32 hb = _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << j)));
+            q = _mm256_or_si256(q, _mm256_maskz_mov_epi8(hb, _mm256_set1_epi8(0x10)));
+        }
+        return q;
+    }
+    case TL_TYPE_Q6_K: {
+        /* sub-block j: half h = j / 4 of the super-block, quarter l = j % 4
+         * of it: low nibbles (l < 2) or high ones of ql[64h + 32 (l & 1)..],
+         * bits 2l, 2l+1 of qh[32h..] */
+        const blk_q6_k *b = (const blk_q6_k *)row + i / 8;
+        const int j = (int)(i % 8), h = j / 4, l = j % 4;
+        __m256i lo = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (l & 1)));
+        if (l >= 2) lo = _mm256_srli_epi16(lo, 4);
+        __m256i hi = _mm256_srlv_epi16(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)), _mm256_set1_epi16((short)(2 * l)));
+        const float dd = _cvtsh_ss(b->d);
+        *d = dd * (float)b->scales[2 * j];
+        *m = dd * (float)b->scales[2 * j + 1];
+        return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(0x0F)),
+                               _mm256_slli_epi16(_mm256_and_si256(hi, _mm256_set1_epi8(0x03)), 4));
+    }
     default: { /* Q8_0 */
         const blk_q8_0 *b = (const blk_q8_0 *)row + i;
         *d = _cvtsh_ss(b->d);
@@ -117,10 +166,20 @@ static inline __m512i bcast4(const uint8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* how a type's block sums become outputs */
+enum { P_SGN, P_MIN, P_KMIN, P_K6 };
+
+/* byte offset of block i's quants in an activation row */
+static inline size_t p_yoff(int mode, int64_t i, size_t yb, size_t yo) {
+    if (mode >= P_KMIN) return (size_t)(i / 8) * sizeof(blk_q8_k) + offsetof(blk_q8_k, qs) + (size_t)(i % 8) * QK;
+    return (size_t)i * yb + yo;
+}
+
 /* NT tokens (1..4) from token j0: 16 outputs each */
-static inline __attribute__((always_inline)) void panel_tokens(int nt, int64_t nb, bool has_min, bool sgn, const uint8_t *panel, const uint8_t *y,
-                                size_t ys, size_t yb, size_t yo, const float *ds, int64_t dsj, int nrows, float *out,
-                                int64_t ldo) {
+static inline __attribute__((always_inline)) void panel_tokens(int nt, int64_t nb, int mode, const uint8_t *panel,
+                                                               const uint8_t *y, size_t ys, size_t yb, size_t yo,
+                                                               const float *ds, int64_t dsj, int nrows, float *out,
+                                                               int64_t ldo) {
     const float *pd = (const float *)(panel + (size_t)nb * 8 * GEMM_PANEL * 4), *pm = pd + nb * GEMM_PANEL;
     __m512 f[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t i = 0; i < nb; i++) {
@@ -128,36 +187,67 @@ static inline __attribute__((always_inline)) void panel_tokens(int nt, int64_t n
         __m512i w[8];
         for (int g = 0; g < 8; g++) w[g] = _mm512_load_si512(pq + g);
         const __m512 dw = _mm512_loadu_ps(pd + i * GEMM_PANEL);
+        const size_t off = p_yoff(mode, i, yb, yo);
         for (int t = 0; t < nt; t++) {
-            const uint8_t *q = y + (size_t)t * ys + (size_t)i * yb + yo;
+            const uint8_t *q = y + (size_t)t * ys + off;
+            /* a0: elements 0..15, a1: 16..31 */
             __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-            for (int g = 0; g < 8; g += 2) {
+            for (int g = 0; g < 4; g++) {
                 a0 = _mm512_dpbusd_epi32(a0, w[g], bcast4(q + 4 * g));
-                a1 = _mm512_dpbusd_epi32(a1, w[g + 1], bcast4(q + 4 * g + 4));
+                a1 = _mm512_dpbusd_epi32(a1, w[g + 4], bcast4(q + 4 * g + 16));
+            }
+            const float *dj = ds + t * dsj + 2 * i;
+            const __m512 dy = _mm512_set1_ps(dj[0]);
+            if (mode == P_K6) {
+                const int16_t *bs = (const int16_t *)(q - (size_t)(i % 8) * QK + QK_K) + 2 * (i % 8);
+                a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(32 * bs[0]));
+                a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(32 * bs[1]));
+                f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(dw, dy), f[t]);
+                f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(_mm512_loadu_ps(pm + i * GEMM_PANEL), dy),
+                                       f[t]);
+                continue;
             }
             __m512i s = _mm512_add_epi32(a0, a1);
-            const float *dj = ds + t * dsj + 2 * i;
-            if (sgn) s = _mm512_sub_epi32(s, _mm512_set1_epi32((int32_t)dj[1]));
-            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(dj[0])), f[t]);
-            if (has_min) f[t] = _mm512_fmadd_ps(_mm512_loadu_ps(pm + i * GEMM_PANEL), _mm512_set1_ps(dj[1]), f[t]);
+            if (mode == P_SGN) s = _mm512_sub_epi32(s, _mm512_set1_epi32((int32_t)dj[1]));
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dy), f[t]);
+            if (mode != P_SGN) f[t] = _mm512_fmadd_ps(_mm512_loadu_ps(pm + i * GEMM_PANEL), _mm512_set1_ps(dj[1]), f[t]);
         }
     }
     const __mmask16 keep = (__mmask16)((1u << nrows) - 1);
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(out + t * ldo, keep, f[t]);
 }
 
+static inline __attribute__((always_inline)) void panel_run(int mode, int64_t nb, const uint8_t *panel,
+                                                            const uint8_t *y, size_t ys, size_t yb, size_t yo,
+                                                            const float *ds, int64_t m, int nrows, float *out,
+                                                            int64_t ldo) {
+    int64_t j = 0;
+    for (; j + 4 <= m; j += 4)
+        panel_tokens(4, nb, mode, panel, y + (size_t)j * ys, ys, yb, yo, ds + j * nb * 2, nb * 2, nrows, out + j * ldo,
+                     ldo);
+    switch (m - j) {
+    case 1: panel_tokens(1, nb, mode, panel, y + (size_t)j * ys, ys, yb, yo, ds + j * nb * 2, nb * 2, nrows, out + j * ldo, ldo); break;
+    case 2: panel_tokens(2, nb, mode, panel, y + (size_t)j * ys, ys, yb, yo, ds + j * nb * 2, nb * 2, nrows, out + j * ldo, ldo); break;
+    case 3: panel_tokens(3, nb, mode, panel, y + (size_t)j * ys, ys, yb, yo, ds + j * nb * 2, nb * 2, nrows, out + j * ldo, ldo); break;
+    default: break;
+    }
+}
+
 void gemm_panel_run_avx512(tl_type t, int64_t k, const uint8_t *panel, const uint8_t *y, size_t ys, const float *ds,
                            int64_t m, int nrows, float *out, int64_t ldo) {
     const int64_t nb = k / QK;
-    const bool has_min = t == TL_TYPE_Q4_1 || t == TL_TYPE_Q5_1;
-    const size_t yb = has_min ? sizeof(blk_q8_1) : sizeof(blk_q8_0);
-    const size_t yo = has_min ? offsetof(blk_q8_1, qs) : offsetof(blk_q8_0, qs);
-    int64_t j = 0;
-    for (; j + 4 <= m; j += 4)
-        panel_tokens(4, nb, has_min, !has_min, panel, y + (size_t)j * ys, ys, yb, yo, ds + j * nb * 2, nb * 2, nrows,
-                     out + j * ldo, ldo);
-    if (j < m)
-        panel_tokens((int)(m - j), nb, has_min, !has_min, panel, y + (size_t)j * ys, ys, yb, yo, ds + j * nb * 2, nb * 2,
-                     nrows, out + j * ldo, ldo);
+    switch (t) {
+    case TL_TYPE_Q4_1: case TL_TYPE_Q5_1:
+        panel_run(P_MIN, nb, panel, y, ys, sizeof(blk_q8_1), offsetof(blk_q8_1, qs), ds, m, nrows, out, ldo);
+        break;
+    case TL_TYPE_Q4_K: case TL_TYPE_Q5_K:
+        panel_run(P_KMIN, nb, panel, y, ys, 0, 0, ds, m, nrows, out, ldo);
+        break;
+    case TL_TYPE_Q6_K:
+        panel_run(P_K6, nb, panel, y, ys, 0, 0, ds, m, nrows, out, ldo);
+        break;
+    default:
+        panel_run(P_SGN, nb, panel, y, ys, sizeof(blk_q8_0), offsetof(blk_q8_0, qs), ds, m, nrows, out, ldo);
+        break;
+    }
 }
-

@@ -263,7 +263,7 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
                                                     (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n));
         for (int i = 0; i < n_w && g4; i++) g4 = gemm_get_1x4(ws[i]->type) != NULL;
         /* enough tokens to spread a panel's packing over: the panel kernel */
-        bool panel = m >= MM_PANEL_MIN_M && q8 && t.k % 32 == 0 && c->panel &&
+        bool panel = m >= MM_PANEL_MIN_M && (q8 || vt == TL_TYPE_Q8_K) && t.k % 32 == 0 && c->panel &&
                      gemm_panel_bytes(t.k) <= c->panel_stride &&
                      (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
         for (int i = 0; i < n_w && panel; i++) panel = gemm_panel_ok(ws[i]->type);
