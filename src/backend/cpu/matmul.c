@@ -105,8 +105,16 @@ static void mm_rows_f16_panel(const mm_task *t, int wi, int64_t r0, int64_t r1, 
         const int nr = (int)(rb + GEMM_F16_ROWS < r1 ? GEMM_F16_ROWS : r1 - rb);
         gemm_f16_panel_pack_avx512((const uint16_t *)((const uint8_t *)w->data + (size_t)rb * w->nb[1]), w->nb[1], nr,
                                    k, panel);
+        /* the next panel's rows, fetched a slice per token group while
+         * this one runs (packing otherwise waits on 32 short row streams) */
+        const uint8_t *next = (const uint8_t *)w->data + (size_t)(rb + GEMM_F16_ROWS) * w->nb[1];
+        const int64_t nnext = rb + GEMM_F16_ROWS < r1 ? (r1 - rb - GEMM_F16_ROWS < GEMM_F16_ROWS ? r1 - rb - GEMM_F16_ROWS : GEMM_F16_ROWS) : 0;
+        const size_t nbytes = (size_t)nnext * w->nb[1], ngroups = (size_t)((t->m + GEMM_F16_TOK - 1) / GEMM_F16_TOK);
+        const size_t slice = ((nbytes + ngroups - 1) / ngroups + 63) & ~(size_t)63;
+        size_t pf = 0;
         for (int64_t j = 0; j < t->m; j += GEMM_F16_TOK) {
             const int nt = (int)(t->m - j < GEMM_F16_TOK ? t->m - j : GEMM_F16_TOK);
+            for (size_t e = pf + slice; pf < e && pf < nbytes; pf += 64) __builtin_prefetch(next + pf, 0, 3);
             gemm_f16_panel_run_avx512(k, panel, (const float *)t->xq + j * k, nt, nr, t->y[wi] + j * ldo + rb, ldo);
         }
     }
