@@ -60,6 +60,9 @@ static const quant_kernels ref_tab[TL_TYPE_COUNT] = {
 /* AVX-512 F/BW/VL/VNNI kernels where they exist */
 #define AVX512_ENTRIES \
     ENTRY(F16, F16, quant_f16_to_float_avx2, quant_f16_from_float_avx2, quant_dot_f16_f16_avx512),\
+    ENTRY(Q5_0, Q8_0, quant_q5_0_to_float, quant_q5_0_from_float, quant_dot_q5_0_q8_0_avx512),\
+    ENTRY(Q5_1, Q8_1, quant_q5_1_to_float, quant_q5_1_from_float, quant_dot_q5_1_q8_1_avx512),\
+    ENTRY(IQ4_NL, Q8_0, quant_iq4_nl_to_float, quant_iq4_nl_from_float, quant_dot_iq4_nl_q8_0_avx512),\
     ENTRY(Q4_K, Q8_K, quant_q4_k_to_float, quant_q4_k_from_float, quant_dot_q4_k_q8_k_avx512),\
     ENTRY(Q5_K, Q8_K, quant_q5_k_to_float, quant_q5_k_from_float, quant_dot_q5_k_q8_k_avx512),\
     ENTRY(Q6_K, Q8_K, quant_q6_k_to_float, quant_q6_k_from_float, quant_dot_q6_k_q8_k_avx512),\

@@ -19,6 +19,8 @@ void gemm_iq4_xs_1x4_avx2(int64_t n, float *s, const void *w, const uint8_t *y, 
 
 void gemm_q5_0_1x1_avx2(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
 void gemm_q5_1_1x1_avx2(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
+void gemm_q5_0_1x1_avx512(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
+void gemm_q5_1_1x1_avx512(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
 
 void gemm_f16_1x4_avx2(int64_t n, float *s, const uint16_t *w, const float *y, size_t y_stride);
 void gemm_f16_1x1_avx2(int64_t n, float *s, const uint16_t *w, const float *y);
@@ -49,6 +51,11 @@ gemm_1x4_fn gemm_get_1x4(tl_type t) {
 
 gemm_1x1_fn gemm_get_1x1(tl_type t) {
     if (!tl_cpu_use_avx2()) return 0;
+    if (tl_cpu_use_avx512()) switch (t) {
+        case TL_TYPE_Q5_0: return gemm_q5_0_1x1_avx512;
+        case TL_TYPE_Q5_1: return gemm_q5_1_1x1_avx512;
+        default: return 0;
+        }
     switch (t) {
     case TL_TYPE_Q5_0: return gemm_q5_0_1x1_avx2;
     case TL_TYPE_Q5_1: return gemm_q5_1_1x1_avx2;
