@@ -406,7 +406,9 @@ bool srv_tc_delta(const srv_call *c, srv_job *j, const char *text, size_t len, b
         srv_tool_result(c, s, n, &content, &arr);
         const char *cs = content ? content : "";
         size_t cl = strlen(cs);
-        if (cl > t->content_sent) {
+        /* a call cut short (max_tokens) that already went out as deltas
+         * stays a call: its text is not sent again as content */
+        if (cl > t->content_sent && cJSON_GetArraySize(arr) >= t->n_named) {
             sb_puts(out, "\"content\":");
             sb_json_str(out, cs + t->content_sent, cl - t->content_sent);
         }
