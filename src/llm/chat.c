@@ -1,4 +1,5 @@
-/* llm/chat: the public tl_chat_apply_template, which binds a chat template
+/* llm/chat: the public tl_chat_apply_template (and its JSON form
+ * tl_chat_apply_template_json, for tool calls and results), which binds a chat template
  * to a model: the model's own template when none is given, and its BOS/EOS
  * token text as bos_token/eos_token (text/chat_template takes them as
  * arguments and knows no model).

@@ -9,7 +9,9 @@
  *                  sequences as slots, continuous batching, chunked
  *                  prefill, prefix reuse, cancellation, the bounded queue
  * serve_api.c turns a parsed request into jobs and their results into
- * OpenAI JSON; serve_buf.c is a growable byte buffer with JSON escaping.
+ * OpenAI JSON; serve_tools.c does the tool calls (messages for the
+ * template, tool_calls results, streamed deltas); serve_buf.c is a growable
+ * byte buffer with JSON escaping.
  *
  * Ownership: an HTTP request (srv_call) owns its jobs. The scheduler holds
  * a reference on the call while any of its jobs is queued or running; the

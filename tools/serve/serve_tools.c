@@ -6,7 +6,9 @@
  * scanner follows the calls as they are written so the name goes out once
  * it is complete and the arguments in pieces, each piece already in the
  * compact form tl_tool_parse gives the whole (cJSON's unformatted print),
- * so the streamed pieces join into exactly the non-streamed arguments. */
+ * so the streamed pieces join into exactly the non-streamed arguments.
+ * Owns: a streaming job's scan state (srv_tc_stream). Calls: tallow.h
+ * (tl_tool_parse), cJSON, serve_buf. */
 #define _GNU_SOURCE /* memmem */
 #include <cjson/cJSON.h>
 #include <stdio.h>
