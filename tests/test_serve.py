@@ -788,6 +788,13 @@ def tool_templates():
             args = "".join(d["function"].get("arguments", "") for ch in chunks if ch.get("choices")
                            for d in ch["choices"][0]["delta"].get("tool_calls", []))
             check(ok and args == calls[0]["function"]["arguments"], "%s: streamed arguments equal: %r" % (tmpl, args))
+            # the call and its result back in the history render through the template
+            hist = body["messages"] + [{"role": "assistant", "content": None, "tool_calls": calls},
+                                       {"role": "tool", "tool_call_id": calls[0]["id"] if calls else "",
+                                        "content": '{"temperature": 21}'}]
+            st, js, _ = s.post("/v1/chat/completions", {**body, "messages": hist, "tool_choice": "auto",
+                                                        "max_tokens": 8})
+            check(st == 200, "%s: the history with our call and its result renders: %s" % (tmpl, st if st == 200 else js))
         finally:
             s.stop()
 

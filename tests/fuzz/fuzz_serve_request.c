@@ -14,6 +14,7 @@
  * serve_tools.c), cJSON. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../tools/serve/serve.h"

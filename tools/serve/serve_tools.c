@@ -148,9 +148,22 @@ bool srv_chat_messages_json(const srv_req *r, bool fold, char **out, srv_err *e)
 
 /* ---- results ---------------------------------------------------------------- */
 
+/* call_<request>_<k>; Mistral's templates insist on 9 letters and digits
+ * when the call comes back in the history, so there a hash of the same */
 static void tc_call_id(const srv_call *c, int32_t k, char *buf, size_t cap) {
     const char *dash = strchr(c->id, '-');
-    snprintf(buf, cap, "call_%s_%d", dash ? dash + 1 : c->id, k);
+    if (c->tool_fmt != TL_TOOLS_MISTRAL) {
+        snprintf(buf, cap, "call_%s_%d", dash ? dash + 1 : c->id, k);
+        return;
+    }
+    static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = c->id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h = (h ^ (uint64_t)k) * 1099511628211ull;
+    char id[10];
+    for (int i = 0; i < 9; i++) id[i] = al[h % 62], h /= 62;
+    id[9] = 0;
+    snprintf(buf, cap, "%s", id);
 }
 
 static bool tc_blank(const char *s) {
