@@ -694,11 +694,36 @@ def tools(s, label="SmolLM2's own template (no tool syntax: a Hermes system turn
         check([(i.rsplit("_", 1)[1], n, a) for i, n, a in got] == want and content == "" and
               fins == ["tool_calls"], "%s: streamed deltas reassemble into the same call: %s" % (label, got))
     if label.startswith("SmolLM2"):
+        # auto where this model writes a sentence and then a call: the lazy grammar takes over at
+        # <tool_call>; the prose is the content, streamed alike, the call the same
+        body = dict(model=model, messages=[{"role": "user", "content": "What's the weather like in Berlin? Use a "
+                                                                        "tool."}], tools=[WEATHER, TIME],
+                    max_tokens=80, temperature=0)
+        c.chat.completions.create(**body)
+        r = c.chat.completions.create(**body)
+        calls = r.choices[0].message.tool_calls or []
+        got, content, fins = stream_calls(c.chat.completions.create(**body, stream=True))
+        check(r.choices[0].finish_reason == "tool_calls" and len(calls) == 1 and valid(calls[0]) and
+              r.choices[0].message.content and "<tool_call>" not in r.choices[0].message.content,
+              "auto: prose, then a valid call: %r %s" % (r.choices[0].message.content, calls))
+        check(content == r.choices[0].message.content and fins == ["tool_calls"] and
+              [(n, a) for _, n, a in got] == [(x.function.name, x.function.arguments) for x in calls],
+              "auto: streamed prose and call equal the plain answer: %r %s" % (content, got))
         r = c.chat.completions.create(model=model, messages=msgs, tools=[WEATHER], tool_choice="required",
                                       parallel_tool_calls=True, max_tokens=120, temperature=0)
         calls = r.choices[0].message.tool_calls or []
         check(len(calls) >= 1 and all(valid(x) for x in calls) and len({x.id for x in calls}) == len(calls),
               "parallel_tool_calls: %d valid calls with distinct ids" % len(calls))
+    # auto: this small model answers in prose here; the lazy grammar leaves it free, and the
+    # streamed content (held only where it could open a call) equals the plain answer
+    body = dict(model=model, messages=[{"role": "user", "content": "Say hello to Ann."}], tools=[WEATHER],
+                max_tokens=24, temperature=0)
+    c.chat.completions.create(**body)
+    r = c.chat.completions.create(**body)
+    got, content, fins = stream_calls(c.chat.completions.create(**body, stream=True))
+    check(r.choices[0].message.tool_calls is None and r.choices[0].message.content and got == [] and
+          content == r.choices[0].message.content and fins == [r.choices[0].finish_reason],
+          "%s: tool_choice auto answered in prose, streamed alike: %r" % (label, content))
     r = c.chat.completions.create(model=model, messages=msgs, tools=[WEATHER], tool_choice="none", max_tokens=24,
                                   temperature=0)
     plain = c.chat.completions.create(model=model, messages=msgs, max_tokens=24, temperature=0)
