@@ -90,6 +90,11 @@ if os.path.exists(MODEL):
           "bench --device cuda without a usable GPU: clear error: " + r.stderr)
     r = tallow("run", "-m", MODEL, "-p", "x" * 5000, "-c", "64", "-n", "1")
     check(r.returncode == 1 and "context" in r.stderr, "prompt longer than context: " + r.stderr)
+    # chat: /help lists the slash commands and is not sent to the model (no reply, no stats line)
+    r = subprocess.run([BIN, "chat", "-m", MODEL, "-n", "4", "--stats", "-t", "2"], input="/help\n",
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0 and "/reset" in r.stderr and "/exit" in r.stderr and "[prompt:" not in r.stderr
+          and r.stdout.strip() == "", "chat /help lists commands, no reply: " + r.stdout + r.stderr)
 else:
     print(f"note: {MODEL} absent (run scripts/fetch_model.sh); model cases not run")
 

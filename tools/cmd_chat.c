@@ -6,7 +6,7 @@
  * that point first), so earlier turns are not prefilled again. Replies
  * stream as they are sampled. Ctrl-C (SIGINT) stops the current reply and
  * keeps the conversation (the partial reply stays in it); at the prompt it
- * just cancels the line. Ctrl-D (EOF) exits cleanly. When the conversation
+ * just cancels the line. Ctrl-D (EOF) exits cleanly; /help lists the slash commands. When the conversation
  * outgrows the context, the oldest turns (after the system message) are
  * dropped. Uses only the public API (tallow.h). */
 #include <errno.h>
@@ -27,6 +27,12 @@
 static const char chat_chatml[] =
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/* the slash commands, handled here and never sent to the model */
+#define CHAT_COMMANDS_HELP                                        \
+    "  /help, /?      list these commands\n"                     \
+    "  /reset         clear the conversation (keeps --system)\n" \
+    "  /exit, /quit   leave (as Ctrl-D)\n"
 
 static volatile sig_atomic_t chat_sigint;
 
@@ -51,8 +57,8 @@ static void chat_usage(FILE *f) {
             ARGS_GRAMMAR_USAGE
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n"
-            "In the chat: Ctrl-C stops a reply, Ctrl-D exits, a line ending in \\ continues,\n"
-            "/reset clears the conversation, /exit quits.\n");
+            "In the chat: Ctrl-C stops a reply, Ctrl-D exits, a line ending in \\ continues.\n"
+            CHAT_COMMANDS_HELP);
 }
 
 typedef struct chat_hist {
@@ -245,7 +251,8 @@ int cmd_chat(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old_sa);
 
     bool tty = isatty(STDIN_FILENO);
-    fprintf(stderr, "tallow chat: %s (%s, %d-token context). Ctrl-C stops a reply, Ctrl-D exits.\n",
+    fprintf(stderr,
+            "tallow chat: %s (%s, %d-token context). Ctrl-C stops a reply, Ctrl-D exits, /help lists commands.\n",
             info.name ? info.name : model_path, info.arch ? info.arch : "?", n_ctx);
 
     for (;;) {
@@ -268,6 +275,10 @@ int cmd_chat(int argc, char **argv) {
         }
         if (line[0] == 0) continue;
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+        if (!strcmp(line, "/help") || !strcmp(line, "/?")) {
+            fputs(CHAT_COMMANDS_HELP, stderr);
+            continue;
+        }
         if (!strcmp(line, "/reset")) {
             while (hist.n > (system_msg ? 1 : 0)) hist_drop(&hist, hist.n - 1);
             fprintf(stderr, "(conversation cleared)\n");
