@@ -46,6 +46,9 @@ r = tallow("run", "-p", "hi")
 check(r.returncode == 2, "run: missing -m")
 r = tallow("bench", "-m", "x.gguf", "-t", "0")
 check(r.returncode == 2 and "thread list" in r.stderr, "bench: bad thread list")
+with open("/dev/full", "w") as full:  # any command whose output is lost fails
+    r = subprocess.run([BIN, "--version"], stdout=full, stderr=subprocess.PIPE, text=True)
+check(r.returncode == 1 and "cannot write the output" in r.stderr, "--version >/dev/full fails: " + r.stderr)
 r = tallow("run", "-m", "/nonexistent/model.gguf", "-p", "hi")
 check(r.returncode == 1 and "/nonexistent/model.gguf" in r.stderr, "run: missing file names it: " + r.stderr)
 
@@ -90,6 +93,59 @@ if os.path.exists(MODEL):
           "bench --device cuda without a usable GPU: clear error: " + r.stderr)
     r = tallow("run", "-m", MODEL, "-p", "x" * 5000, "-c", "64", "-n", "1")
     check(r.returncode == 1 and "context" in r.stderr, "prompt longer than context: " + r.stderr)
+    # a full context is said on stderr; --context-shift goes on past it
+    fr = ["run", "-m", MODEL, "-p", "The capital of France is", "--temp", "0", "-t", "2", "--ignore-eos"]
+    r = tallow(*fr, "-n", "100", "-c", "16")
+    check(r.returncode == 0 and "16-token context is full" in r.stderr and "of 100 tokens" in r.stderr
+          and "--context-shift" in r.stderr, "run at a full context says so: " + r.stderr)
+    r = tallow(*fr, "-n", "60", "-c", "32", "--context-shift", "--keep", "2")
+    check(r.returncode == 0 and "generation: 60 tokens" in r.stderr and "context shift" in r.stderr
+          and "is full" not in r.stderr, "run --context-shift generates past the context: " + r.stderr)
+    r = tallow(*fr, "-n", "60", "-c", "6", "--context-shift", "--keep", "-1")
+    check(r.returncode == 1 and "--keep leaves no room" in r.stderr, "--keep too large for -c: " + r.stderr)
+    # the shifted run starts as the plain one (same greedy tokens up to the first shift)
+    r2 = tallow(*fr, "-n", "27", "-c", "32")
+    check(r2.returncode == 0 and len(r2.stdout) > 40, "plain run at -c 32: " + r2.stderr)
+    r3 = tallow(*fr, "-n", "60", "-c", "32", "--context-shift")
+    check(r3.stdout.startswith(r2.stdout.rstrip("\n")), "context shift keeps the tokens before it: "
+          + repr(r2.stdout) + " / " + repr(r3.stdout))
+    # a failed write on stdout is an error
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([BIN, *fr, "-n", "4"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    check(r.returncode == 1 and "cannot write the output" in r.stderr, "run >/dev/full fails: " + r.stderr)
+    # -f - reads the prompt from stdin
+    r = subprocess.run([BIN, "run", "-m", MODEL, "-f", "-", "-n", "4", "--temp", "0", "-t", "2"],
+                       input="The capital of France is", capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0 and r.stdout.startswith("The capital of France is") and "generation: 4 tokens" in r.stderr,
+          "run -f - reads stdin: " + r.stdout + r.stderr)
+    # a long prompt shows prefill progress with -v (or on a terminal), never on a plain pipe
+    with tempfile.TemporaryDirectory() as d:
+        longp = os.path.join(d, "long.txt")
+        with open(longp, "w") as f:
+            f.write("word " * 400)
+        lr = ["run", "-m", MODEL, "-f", longp, "-n", "1", "-t", "2", "-b", "128"]
+        r = tallow(*lr, "-v")
+        check(r.returncode == 0 and "prefill: 128/401 tokens" in r.stderr and "prefill: 401/401 tokens" in r.stderr,
+              "prefill progress with -v: " + r.stderr[-400:])
+        r = tallow(*lr)
+        check(r.returncode == 0 and "prefill:" not in r.stderr, "no prefill progress on a pipe: " + r.stderr)
+        import pty
+        mfd, sfd = pty.openpty()
+        p = subprocess.Popen([BIN, *lr], stdout=subprocess.DEVNULL, stderr=sfd)
+        os.close(sfd)
+        tty_err = b""
+        while True:
+            try:
+                chunk = os.read(mfd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            tty_err += chunk
+        p.wait(timeout=300)
+        os.close(mfd)
+        check(p.returncode == 0 and b"\rprefill: 256/401 tokens" in tty_err and b"\r\x1b[K" in tty_err,
+              "prefill progress on a terminal: " + repr(tty_err[-300:]))
     # chat: /help lists the slash commands and is not sent to the model (no reply, no stats line)
     r = subprocess.run([BIN, "chat", "-m", MODEL, "-n", "4", "--stats", "-t", "2"], input="/help\n",
                        capture_output=True, text=True, timeout=300)

@@ -21,6 +21,7 @@
 #include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
+#include "prefill.h"
 #include "tallow.h"
 
 /* used when the model has no template: ChatML, the most common format */
@@ -335,7 +336,7 @@ int cmd_chat(int argc, char **argv) {
         n_cached = common;
         const float *logits;
         int64_t t0 = tl_time_us();
-        st = tl_session_eval(s, toks + common, n_new - common, &logits);
+        st = prefill_eval(s, toks + common, n_new - common, sp.n_batch, mp.verbose, &logits);
         if (st) goto fail;
         memcpy(cache + common, toks + common, (size_t)(n_new - common) * sizeof *toks);
         n_cached = n_new;
