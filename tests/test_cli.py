@@ -46,6 +46,13 @@ r = tallow("run", "-p", "hi")
 check(r.returncode == 2, "run: missing -m")
 r = tallow("bench", "-m", "x.gguf", "-t", "0")
 check(r.returncode == 2 and "thread list" in r.stderr, "bench: bad thread list")
+# -t and --threads are one flag on every subcommand (same parse, same error)
+for cmd in (["run"], ["chat"], ["bench", "-m", "x.gguf"], ["perplexity"], ["synth"], ["lora", "merge"], ["train"],
+            ["finetune"], ["quantize"], ["convert"]):
+    rs = [tallow(*cmd, f, "zz") for f in ("-t", "--threads")]
+    check(all(x.returncode == 2 and "unknown option" not in x.stderr for x in rs)
+          and rs[0].stderr.replace("-t ", "--threads ", 1) == rs[1].stderr,
+          f"{cmd[0]}: -t and --threads mean the same: {rs[0].stderr[:200]!r} / {rs[1].stderr[:200]!r}")
 with open("/dev/full", "w") as full:  # any command whose output is lost fails
     r = subprocess.run([BIN, "--version"], stdout=full, stderr=subprocess.PIPE, text=True)
 check(r.returncode == 1 and "cannot write the output" in r.stderr, "--version >/dev/full fails: " + r.stderr)
