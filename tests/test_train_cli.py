@@ -65,6 +65,14 @@ with tempfile.TemporaryDirectory() as d:
         i += 12 + n
     raw = zlib.decompress(idat)
     check(w > 0 and len(raw) == h * (w * 3 + 1), "png pixel data size")
+    if w > 0 and len(raw) == h * (w * 3 + 1):
+        def black(x, y):
+            o = y * (w * 3 + 1) + 1 + x * 3
+            return raw[o:o + 3] == b"\0\0\0"
+        # axes are labelled: ink left of the y axis (tick labels) and below the x axis (ticks, title)
+        left = sum(black(x, y) for y in range(h // 6, h - h // 6) for x in range(w // 16))
+        below = sum(black(x, y) for y in range(h - h // 12, h) for x in range(w // 3, 2 * w // 3))
+        check(left > 50 and below > 20, f"loss.png has tick labels and an x title: {left} / {below} black px")
     # resume: 10 more steps continue from step 20
     r = subprocess.run(args[:args.index("--steps") + 1] + ["30"] + args[args.index("--steps") + 2:] +
                        ["--resume", os.path.join(out, "ckpt.safetensors")], capture_output=True, text=True)

@@ -7,13 +7,13 @@
  * (step, loss, lr, tokens/s, ETA), evaluates validation loss and prints a
  * short sample every --eval-every steps, and writes into --out DIR:
  * log.csv (step,lr,train_loss,val_loss,grad_norm,tok_per_s,cpu_ms: process CPU
- * time of the step, all threads), loss.png (the
- * loss curve: train blue, validation red), ckpt.safetensors (model +
+ * time of the step, all threads), loss.png (the loss curve with axes, ticks
+ * and a legend: train blue, validation red), ckpt.safetensors (model +
  * optimizer + step + RNG; --resume continues from it bit-identically).
  * Ctrl-C (SIGINT) ends the run after the step in progress, writing the
  * checkpoint, log and plot first; a second Ctrl-C kills at once. The handler
  * only sets a flag (the library installs no handlers).
- * Uses the training framework (src/train) and io/png directly.
+ * Uses the training framework (src/train) and io/plot directly.
  * Owns: the model, optimizer, dataset of the run. */
 #include <math.h>
 #include <signal.h>
@@ -29,7 +29,7 @@
 #include "base/cpu.h"
 #include "base/timer.h"
 #include "commands.h"
-#include "io/png.h"
+#include "io/plot.h"
 #include "text/tokenizer.h"
 #include "tallow_train.h"
 
@@ -72,60 +72,21 @@ typedef struct pt {
     double v;
 } pt;
 
-static void plot_line(uint8_t *img, int W, int H, int x0, int y0, int x1, int y1, const uint8_t *col) {
-    int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
-    for (;;) {
-        for (int oy = 0; oy < 2; oy++) {
-            int y = y0 + oy;
-            if (x0 >= 0 && x0 < W && y >= 0 && y < H) memcpy(img + ((size_t)y * W + x0) * 3, col, 3);
-        }
-        if (x0 == x1 && y0 == y1) break;
-        int e2 = 2 * err;
-        if (e2 >= dy) {
-            err += dy;
-            x0 += sx;
-        }
-        if (e2 <= dx) {
-            err += dx;
-            y0 += sy;
-        }
-    }
-}
-
+/* the loss curve: train loss per step, validation loss at each eval */
 static tl_status write_plot(const char *path, const pt *tr, int ntr, const pt *va, int nva, int64_t steps) {
-    const int W = 640, H = 400, L = 50, R = 20, T = 20, B = 40;
-    uint8_t *img = malloc((size_t)W * H * 3);
-    if (!img) return tl_err(TL_ERR_NOMEM, "train: out of memory for the plot");
-    memset(img, 255, (size_t)W * H * 3);
-    double lo = 1e30, hi = -1e30;
-    for (int i = 0; i < ntr; i++) lo = fmin(lo, tr[i].v), hi = fmax(hi, tr[i].v);
-    for (int i = 0; i < nva; i++) lo = fmin(lo, va[i].v), hi = fmax(hi, va[i].v);
-    if (!(hi > lo)) hi = lo + 1;
-    lo = floor(lo * 2) / 2;
-    hi = ceil(hi * 2) / 2;
-    static const uint8_t black[3] = {0, 0, 0}, grey[3] = {210, 210, 210}, blue[3] = {31, 90, 200},
-                         red[3] = {220, 40, 40};
-    /* grid every 0.5 in loss, axes */
-    for (double g = lo; g <= hi + 1e-9; g += 0.5) {
-        int y = T + (int)((hi - g) / (hi - lo) * (H - T - B));
-        plot_line(img, W, H, L, y, W - R, y, grey);
-    }
-    plot_line(img, W, H, L, T, L, H - B, black);
-    plot_line(img, W, H, L, H - B, W - R, H - B, black);
-#define PX(s) (L + (int)((double)(s) / (double)(steps > 1 ? steps : 1) * (W - L - R)))
-#define PY(v) (T + (int)((hi - (v)) / (hi - lo) * (H - T - B)))
-    for (int i = 1; i < ntr; i++)
-        plot_line(img, W, H, PX(tr[i - 1].step), PY(tr[i - 1].v), PX(tr[i].step), PY(tr[i].v), blue);
-    for (int i = 0; i < nva; i++) {
-        if (i) plot_line(img, W, H, PX(va[i - 1].step), PY(va[i - 1].v), PX(va[i].step), PY(va[i].v), red);
-        for (int d = -3; d <= 3; d++) plot_line(img, W, H, PX(va[i].step) - 3, PY(va[i].v) + d, PX(va[i].step) + 3,
-                                                PY(va[i].v) + d, red);
-    }
-#undef PX
-#undef PY
-    tl_status s = png_write_rgb(path, W, H, img);
-    free(img);
-    return s;
+    double *xy = malloc(sizeof(double) * 2 * (size_t)(ntr + nva + 1));
+    if (!xy) return tl_err(TL_ERR_NOMEM, "train: out of memory for the plot");
+    double *tx = xy, *ty = tx + ntr, *vx = ty + ntr, *vy = vx + nva;
+    for (int i = 0; i < ntr; i++) tx[i] = (double)tr[i].step, ty[i] = tr[i].v;
+    for (int i = 0; i < nva; i++) vx[i] = (double)va[i].step, vy[i] = va[i].v;
+    plot_series ser[2] = {
+        {"train", tx, ty, ntr, {31, 90, 200}, false},
+        {"validation", vx, vy, nva, {220, 40, 40}, true},
+    };
+    plot_spec spec = {800, 500, "step", "loss (cross-entropy, nats)", 0, (double)steps};
+    tl_status st = plot_write_png(path, &spec, ser, nva ? 2 : 1);
+    free(xy);
+    return st;
 }
 
 /* ---- sampling ------------------------------------------------------------- */
