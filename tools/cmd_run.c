@@ -206,7 +206,10 @@ int cmd_run(int argc, char **argv) {
             fprintf(stderr, "\n(context shift: dropped %d tokens after the first %d, prefilling %d again)\n", n_discard,
                     n_keep, n_toks - n_keep);
         if ((st = tl_session_rewind(s, n_keep))) goto fail;
-        if ((st = prefill_eval(s, toks + n_keep, n_toks - n_keep, sp.n_batch, mp.verbose, &logits))) goto fail;
+        /* a progress line only after the -v message: else the cursor is inside the output's last line */
+        if ((st = mp.verbose ? prefill_eval(s, toks + n_keep, n_toks - n_keep, sp.n_batch, true, &logits)
+                             : tl_session_eval(s, toks + n_keep, n_toks - n_keep, &logits)))
+            goto fail;
         n_shifts++;
     }
     int64_t t_gen = tl_time_us() - t2;
