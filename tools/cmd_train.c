@@ -360,7 +360,7 @@ int cmd_train(int argc, char **argv) {
         if (eval) {
             fprintf(stderr, "%sstep %lld: val loss %.4f (train avg %.4f)\n", tty ? "\n" : "", (long long)tr.step, vl,
                     ema);
-            if (sample_len > 0) print_sample(c, &m, &d, sample_len, &srng);
+            if (sample_len > 0 && !train_sigint) print_sample(c, &m, &d, sample_len, &srng);
         }
         if (ckpt_every > 0 && tr.step % ckpt_every == 0) {
             snprintf(path, sizeof path, "%s/ckpt.safetensors", out);
