@@ -126,7 +126,7 @@ static void synth_usage(FILE *f) {
             "  --seed N     (default 1)\n"
             "  --lora-rank R   write a random rank-R LoRA adapter for the shape instead\n"
             "  --lora-alpha A  its alpha (default R, so the scale is 1)\n"
-            "  -t N         threads (default: all cores)\n"
+            "  -t, --threads N  threads (default: all cores)\n"
             "  -o FILE      output path\n");
 }
 
@@ -200,7 +200,7 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--type")) ok = args_str(argc, argv, &i, &type_name);
         else if (!strcmp(a, "-o")) ok = args_str(argc, argv, &i, &out);
         else if (!strcmp(a, "--layers")) ok = args_int(argc, argv, &i, 1, 1024, &n_layers);
-        else if (!strcmp(a, "-t")) ok = args_int(argc, argv, &i, 1, 1024, &n_threads);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 1, 1024, &n_threads);
         else if (!strcmp(a, "--std")) ok = args_float(argc, argv, &i, 1e-6, 10, &std);
         else if (!strcmp(a, "--seed")) ok = args_u64(argc, argv, &i, &seed);
         else if (!strcmp(a, "--lora-rank")) ok = args_int(argc, argv, &i, 1, 4096, &lora_rank);
