@@ -21,6 +21,7 @@ tl_status ops_ctx_init(ops_ctx *c, tl_threadpool *tp, int64_t max_m, int64_t max
     c->att = aligned_alloc(64, (size_t)nth * (size_t)c->att_stride * sizeof(float));
     c->panel_stride = gemm_panel_bytes(max_k);
     if (gemm_f16_panel_bytes(max_k) > c->panel_stride) c->panel_stride = gemm_f16_panel_bytes(max_k);
+    if (gemm_bf16_panel_bytes(max_k) > c->panel_stride) c->panel_stride = gemm_bf16_panel_bytes(max_k);
     c->panel = aligned_alloc(64, (size_t)nth * c->panel_stride);
     if (!c->wbuf || !c->att || !c->gscale || !c->panel) {
         ops_ctx_free(c);

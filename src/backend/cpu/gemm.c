@@ -29,6 +29,7 @@ gemm_f16_1x4_fn gemm_get_f16_1x4(void) { return tl_cpu_use_avx2() ? gemm_f16_1x4
 gemm_f16_1x1_fn gemm_get_f16_1x1(void) { return tl_cpu_use_avx2() ? gemm_f16_1x1_avx2 : 0; }
 
 bool gemm_f16_panel_ok(void) { return tl_cpu_use_avx512(); }
+bool gemm_bf16_panel_ok(void) { return tl_cpu_use_avx512() && tl_cpu_has_avx512_bf16(); }
 
 gemm_1x4_fn gemm_get_1x4(tl_type t) {
     if (!tl_cpu_use_avx2()) return 0;

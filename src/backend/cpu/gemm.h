@@ -76,6 +76,17 @@ void gemm_f16_round_group_avx512(const float *x, float *y, int64_t k, int nt);
 void gemm_f16_panel_run_avx512(int64_t k, const uint16_t *panel, const float *y, int nt, int nrows, float *out,
                                int64_t ldo);
 
+/* BF16 weights on AVX-512 BF16 (prefill): the F16 layout on element
+ * pairs. panel[(p * GEMM_F16_ROWS + r) * 2 + h] = row r's element 2p + h
+ * (zero past the row's end or the last row), and a group of nt tokens
+ * holds token t's elements 2p, 2p + 1 as bf16 at (p * nt + t) * 2. */
+bool gemm_bf16_panel_ok(void);
+size_t gemm_bf16_panel_bytes(int64_t k);
+void gemm_bf16_panel_pack_avx512(const uint16_t *w, size_t row_bytes, int nrows, int64_t k, uint16_t *panel);
+void gemm_bf16_round_group_avx512(const float *x, uint16_t *y, int64_t k, int nt);
+void gemm_bf16_panel_run_avx512(int64_t k, const uint16_t *panel, const uint16_t *y, int nt, int nrows, float *out,
+                                int64_t ldo);
+
 /* Weight panels (AVX-512 VNNI prefill). GEMM_PANEL rows of a 32-block
  * type are repacked into a panel whose block i holds, for each group of 4
  * elements (8 groups), those 4 quants of all GEMM_PANEL rows side by side:

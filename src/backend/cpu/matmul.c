@@ -32,6 +32,7 @@ typedef struct mm_task {
     bool g1;              /* m < 4 and every weight has a 1x1 kernel: gscale holds [m][k/32][2] */
     bool f16_gemm;        /* F16 weights, xq holds f16-rounded f32 activations */
     bool f16_panel;       /* ... in token groups for the AVX-512 F16 panel kernel (gemm.h) */
+    bool bf16_panel;      /* BF16 weights, xq holds bf16 activations in token pairs groups (gemm.h) */
     bool panel;           /* every weight has a panel form: gscale holds [m][k/32][2] panel tables */
     uint8_t *panels;      /* [n_threads][panel_stride] */
     size_t panel_stride;
@@ -58,6 +59,13 @@ static void mm_convert_task(void *arg, int ith, int nth) {
 
 static void mm_round_task(void *arg, int ith, int nth) {
     mm_task *t = arg;
+    if (t->bf16_panel) {
+        const int64_t np = (t->k + 1) / 2;
+        for (int64_t j = (int64_t)ith * GEMM_F16_TOK; j < t->m; j += (int64_t)nth * GEMM_F16_TOK)
+            gemm_bf16_round_group_avx512(t->x + j * t->k, (uint16_t *)t->xq + j * np * 2, t->k,
+                                         (int)(t->m - j < GEMM_F16_TOK ? t->m - j : GEMM_F16_TOK));
+        return;
+    }
     if (t->f16_panel) {
         for (int64_t j = (int64_t)ith * GEMM_F16_TOK; j < t->m; j += (int64_t)nth * GEMM_F16_TOK)
             gemm_f16_round_group_avx512(t->x + j * t->k, (float *)t->xq + j * t->k, t->k,
@@ -120,6 +128,22 @@ static void mm_rows_f16_panel(const mm_task *t, int wi, int64_t r0, int64_t r1, 
     }
 }
 
+/* BF16 panel path: as the F16 one */
+static void mm_rows_bf16_panel(const mm_task *t, int wi, int64_t r0, int64_t r1, uint16_t *panel) {
+    const tl_tensor *w = t->w[wi];
+    const int64_t ldo = t->ldy[wi], k = t->k, np = (k + 1) / 2;
+    for (int64_t rb = r0; rb < r1; rb += GEMM_F16_ROWS) {
+        const int nr = (int)(rb + GEMM_F16_ROWS < r1 ? GEMM_F16_ROWS : r1 - rb);
+        gemm_bf16_panel_pack_avx512((const uint16_t *)((const uint8_t *)w->data + (size_t)rb * w->nb[1]), w->nb[1], nr,
+                                    k, panel);
+        for (int64_t j = 0; j < t->m; j += GEMM_F16_TOK) {
+            const int nt = (int)(t->m - j < GEMM_F16_TOK ? t->m - j : GEMM_F16_TOK);
+            gemm_bf16_panel_run_avx512(k, panel, (const uint16_t *)t->xq + j * np * 2, nt, nr, t->y[wi] + j * ldo + rb,
+                                       ldo);
+        }
+    }
+}
+
 /* panel path: each 16 weight rows packed once, then run against every token */
 static void mm_rows_panel(const mm_task *t, int wi, int64_t r0, int64_t r1, uint8_t *panel) {
     const tl_tensor *w = t->w[wi];
@@ -131,6 +155,10 @@ static void mm_rows_panel(const mm_task *t, int wi, int64_t r0, int64_t r1, uint
 }
 
 static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1, int ith) {
+    if (t->bf16_panel) {
+        mm_rows_bf16_panel(t, wi, r0, r1, (uint16_t *)(t->panels + (size_t)ith * t->panel_stride));
+        return;
+    }
     if (t->f16_panel) {
         mm_rows_f16_panel(t, wi, r0, r1, (uint16_t *)(t->panels + (size_t)ith * t->panel_stride));
         return;
@@ -251,6 +279,15 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
         }
         t.xq = c->wbuf;
         t.xrow = (size_t)t.k * sizeof(float);
+        tl_threadpool_run(c->tp, mm_round_task, &t);
+    } else if (vt == TL_TYPE_BF16 && m >= 4 && gemm_bf16_panel_ok() && c->panel &&
+               gemm_bf16_panel_bytes(t.k) <= c->panel_stride && (size_t)m * (size_t)(t.k + 1) * 2 <= c->wbuf_size) {
+        /* prefill on BF16 weights: the activations in bf16 (as the vec_dot
+         * path has them), in token groups of element pairs */
+        t.bf16_panel = true;
+        t.panels = c->panel;
+        t.panel_stride = c->panel_stride;
+        t.xq = c->wbuf;
         tl_threadpool_run(c->tp, mm_round_task, &t);
     } else if (vt == TL_TYPE_F32) {
         t.xq = (const uint8_t *)x;
