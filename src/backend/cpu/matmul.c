@@ -272,7 +272,7 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
         /* prefill on F16 weights: the activations rounded to f16 (as the
          * vec_dot path would) but kept as f32 for the 1x4 kernel */
         t.f16_gemm = true;
-        if (gemm_f16_panel_ok() && c->panel && gemm_f16_panel_bytes(t.k) <= c->panel_stride) {
+        if (m >= MM_PANEL_MIN_M && gemm_f16_panel_ok() && c->panel && gemm_f16_panel_bytes(t.k) <= c->panel_stride) {
             t.f16_panel = true;
             t.panels = c->panel;
             t.panel_stride = c->panel_stride;
@@ -280,7 +280,7 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
         t.xq = c->wbuf;
         t.xrow = (size_t)t.k * sizeof(float);
         tl_threadpool_run(c->tp, mm_round_task, &t);
-    } else if (vt == TL_TYPE_BF16 && m >= 4 && gemm_bf16_panel_ok() && c->panel &&
+    } else if (vt == TL_TYPE_BF16 && m >= MM_PANEL_MIN_M && gemm_bf16_panel_ok() && c->panel &&
                gemm_bf16_panel_bytes(t.k) <= c->panel_stride && (size_t)m * (size_t)(t.k + 1) * 2 <= c->wbuf_size) {
         /* prefill on BF16 weights: the activations in bf16 (as the vec_dot
          * path has them), in token groups of element pairs */
