@@ -15,12 +15,13 @@
  * threads; the fold is the same arithmetic, so a token's result does not
  * depend on the batch it is in or the thread count. Scores use the query rounded to f16, as the
  * reference engine's CPU path does with an f16 KV cache.
- * Calls: base (cpu, fp16, threadpool), backend/cpu/attention_f16. */
+ * Calls: base (cpu, fp16, threadpool), backend/cpu/attention_f16, backend/cpu/gemm (f16 rounding). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/attention_f16.h"
+#include "backend/cpu/gemm.h"
 #include "base/cpu.h"
 #include "base/fp16.h"
 #include "ops/ops.h"
@@ -35,6 +36,7 @@ typedef struct attn_task {
     const ops_attn_args *a;
     attn_scores_fn scores;
     attn_accum_fn accum;
+    attn_exp_fn exps;
     int64_t n_split;   /* 1: each item does all spans of its pair; else the most spans of a token */
     float *part;       /* n_split > 1: [m][n_head][n_split][2 + head_dim] (max, sum, output) */
 } attn_task;
@@ -47,23 +49,40 @@ static void scores_ref(const uint16_t *const *k, int n, const float *q, int64_t 
     }
 }
 
+static float exp_ref(float *s, int n, float mx) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) sum += (s[i] = expf(s[i] - mx));
+    return sum;
+}
+
 static void accum_ref(float *o, const float *p, const uint16_t *const *v, int n, int64_t hd) {
     for (int i = 0; i < n; i++)
         for (int64_t e = 0; e < hd; e++) o[e] += p[i] * tl_fp16_to_fp32(v[i][e]);
 }
 
+/* heads h0..h0+ng of token j's query, rounded to f16, into q [ng][hd] */
+static void attn_round_q(const ops_attn_args *a, int64_t j, int64_t h0, int ng, float *q) {
+    const int64_t hd = a->head_dim;
+    for (int g = 0; g < ng; g++) {
+        const float *qg = a->q + j * a->q_stride + (h0 + g) * hd;
+        if (tl_cpu_use_avx2()) { /* F16C: the same round to nearest even */
+            gemm_round_f16_avx2(qg, q + g * hd, hd);
+            continue;
+        }
+        for (int64_t e = 0; e < hd; e++) q[g * hd + e] = tl_fp16_to_fp32(tl_fp32_to_fp16(qg[e]));
+    }
+}
+
 /* positions [p0, p1) for heads h0..h0+ng of token j (all reading KV head
- * hk): running max mx, sum l and unnormalized output o [ng][hd] */
-static void attn_span(const attn_task *t, int64_t j, int64_t hk, int64_t h0, int ng, int64_t p0, int64_t p1,
+ * hk; q their rounded queries): running max mx, sum l and unnormalized
+ * output o [ng][hd] */
+static void attn_span(const attn_task *t, int64_t j, int64_t hk, int ng, const float *q, int64_t p0, int64_t p1,
                       float *mx, float *l, float *o) {
     const ops_attn_args *a = t->a;
     const ops_kv_view *kv = &a->kv;
     const int64_t hd = a->head_dim, bsz = (int64_t)1 << kv->block_shift;
     const int32_t *tab = kv->table + (size_t)a->seq[j] * (size_t)kv->table_stride;
-    float q[ATT_GROUP_FLOATS];
     for (int g = 0; g < ng; g++) {
-        const float *qg = a->q + j * a->q_stride + (h0 + g) * hd;
-        for (int64_t e = 0; e < hd; e++) q[g * hd + e] = tl_fp16_to_fp32(tl_fp32_to_fp16(qg[e]));
         mx[g] = -INFINITY;
         l[g] = 0.0f;
     }
@@ -94,9 +113,7 @@ static void attn_span(const attn_task *t, int64_t j, int64_t hk, int64_t h0, int
                 l[g] *= r;
                 mx[g] = bm;
             }
-            float sum = 0.0f;
-            for (int i = 0; i < n; i++) sum += (s[i] = expf(s[i] - mx[g]));
-            l[g] += sum;
+            l[g] += t->exps(s, n, mx[g]);
             t->accum(og, s, vr, n, hd);
         }
         p += n;
@@ -139,7 +156,7 @@ static void attn_run(void *arg, int ith, int nth) {
     const int ng_max = (int)(group * hd <= ATT_GROUP_FLOATS ? group : ATT_GROUP_FLOATS / hd);
     const int64_t n_items = a->m * a->n_head_kv * t->n_split;
     float o[ATT_GROUP_FLOATS], mx[ATT_GROUP_FLOATS / 16], l[ATT_GROUP_FLOATS / 16];
-    float O[ATT_GROUP_FLOATS], M[ATT_GROUP_FLOATS / 16], L[ATT_GROUP_FLOATS / 16];
+    float O[ATT_GROUP_FLOATS], M[ATT_GROUP_FLOATS / 16], L[ATT_GROUP_FLOATS / 16], q[ATT_GROUP_FLOATS];
     for (int64_t it = ith; it < n_items; it += nth) {
         const int64_t c = it % t->n_split, jh = it / t->n_split, j = jh / a->n_head_kv, hk = jh % a->n_head_kv;
         int64_t first, last;
@@ -150,12 +167,13 @@ static void attn_run(void *arg, int ith, int nth) {
         const int64_t sa = t->n_split > 1 ? s0 + c : s0, sb = t->n_split > 1 ? sa + 1 : s0 + ns;
         for (int64_t h0 = hk * group; h0 < (hk + 1) * group; h0 += ng_max) {
             const int ng = (int)((hk + 1) * group - h0 < ng_max ? (hk + 1) * group - h0 : ng_max);
+            attn_round_q(a, j, h0, ng, q);
             for (int g = 0; g < ng; g++) M[g] = -INFINITY, L[g] = 0.0f;
             memset(O, 0, sizeof(float) * (size_t)(ng * hd));
             for (int64_t sp = sa; sp < sb; sp++) {
                 const int64_t p0 = sp * ATT_SPAN > first ? sp * ATT_SPAN : first;
                 const int64_t p1 = (sp + 1) * ATT_SPAN < last + 1 ? (sp + 1) * ATT_SPAN : last + 1;
-                attn_span(t, j, hk, h0, ng, p0, p1, mx, l, o);
+                attn_span(t, j, hk, ng, q, p0, p1, mx, l, o);
                 if (t->n_split > 1) {
                     for (int g = 0; g < ng; g++) {
                         float *pp = t->part + ((j * a->n_head + h0 + g) * t->n_split + c) * (2 + hd);
@@ -198,10 +216,11 @@ static void attn_merge(void *arg, int ith, int nth) {
 
 tl_status ops_attention_paged(ops_ctx *c, const ops_attn_args *a) {
     if (a->head_dim > 1024) return tl_err(TL_ERR_UNSUPPORTED, "attention: head_dim %d > 1024", (int)a->head_dim);
-    attn_task t = {a, scores_ref, accum_ref, 1, NULL};
+    attn_task t = {a, scores_ref, accum_ref, exp_ref, 1, NULL};
     if (tl_cpu_use_avx512() && a->head_dim % 16 == 0) {
         t.scores = attn_scores_avx512;
         t.accum = attn_accum_avx512;
+        t.exps = attn_exp_avx512;
     } else if (tl_cpu_use_avx2() && a->head_dim % 8 == 0) {
         t.scores = attn_scores_avx2;
         t.accum = attn_accum_avx2;
