@@ -9,6 +9,11 @@
 //   S <hex>   feed this string to the last grammar from its start; prints
 //             "S 1" (a complete sentence), "S 0" (a live prefix), "S -1"
 //             (rejected), "S x" (no grammar compiled)
+//   L <hex>   load this GGUF's vocabulary (vocab_only); prints "L n_vocab"
+//   T <hex>   the token mask after this prefix: the last grammar, compiled
+//             against that vocabulary, fed the prefix, then applied to every
+//             token (llama_grammar_apply_impl, what the grammar sampler
+//             does); prints "T" and the allowed token ids, or "T x"
 // A prefix ending inside a UTF-8 sequence is live when some parser stack
 // could still match the character it would complete to (the check llama.cpp
 // makes for a token that ends mid-character).
@@ -17,6 +22,7 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "llama.h"
 #include "llama-grammar.h"
@@ -57,6 +63,34 @@ static int verdict(const std::string &gbnf, const std::string &s) {
     return v;
 }
 
+static const llama_vocab *vocab;
+
+static void mask(const std::string &gbnf, const std::string &prefix) {
+    llama_grammar *g = vocab ? llama_grammar_init_impl(vocab, gbnf.c_str(), "root", false, nullptr, 0, nullptr, 0)
+                             : nullptr;
+    if (!g) {
+        std::printf("T x\n");
+        return;
+    }
+    try {
+        llama_grammar_accept_str(*g, prefix);
+    } catch (const std::exception &) {
+        llama_grammar_free_impl(g);
+        std::printf("T x\n");
+        return;
+    }
+    const int32_t n = llama_vocab_n_tokens(vocab);
+    std::vector<llama_token_data> d(n);
+    for (int32_t i = 0; i < n; i++) d[i] = {i, 0.0f, 0.0f};
+    llama_token_data_array cur = {d.data(), d.size(), -1, false};
+    llama_grammar_apply_impl(*g, &cur);
+    std::printf("T");
+    for (int32_t i = 0; i < n; i++)
+        if (d[i].logit == 0.0f) std::printf(" %d", i);
+    std::printf("\n");
+    llama_grammar_free_impl(g);
+}
+
 int main() {
     llama_log_set(quiet, nullptr);
     std::string line, gbnf;
@@ -70,6 +104,14 @@ int main() {
             have = g != nullptr;
             if (g) llama_grammar_free_impl(g);
             std::printf("G %d\n", have ? 1 : 0);
+        } else if (line[0] == 'L') {
+            llama_model_params mp = llama_model_default_params();
+            mp.vocab_only = true;
+            llama_model *m = llama_model_load_from_file(arg.c_str(), mp);
+            vocab = m ? llama_model_get_vocab(m) : nullptr;
+            std::printf("L %d\n", vocab ? llama_vocab_n_tokens(vocab) : -1);
+        } else if (line[0] == 'T') {
+            mask(gbnf, arg);
         } else if (line[0] == 'S') {
             if (!have) std::printf("S x\n");
             else std::printf("S %d\n", verdict(gbnf, arg));
