@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
     size_t cap = 1 << 20, n = 0;
     double *t = malloc(cap * sizeof *t), compile = 0;
     int32_t *toks = malloc((1 << 20) * sizeof *toks);
-    int n_docs = 0, n_fail = 0, n_skip = 0;
+    int n_docs = 0, n_fail = 0, n_skip = 0, n_bad = 0;
     for (char *line = strtok(docs, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
         if (!j) continue;
@@ -111,8 +111,12 @@ int main(int argc, char **argv) {
         double c0 = now_us();
         tl_grammar *g;
         if (tl_grammar_init(v, g_src, g_len, NULL, NULL, &g)) {
-            fprintf(stderr, "grammar: %s\n", tl_last_error());
-            return 1;
+            fprintf(stderr, "grammar refused: %s: %.120s\n", tl_last_error(), doc);
+            n_bad++;
+            free(gtext);
+            free(doc);
+            cJSON_Delete(j);
+            continue;
         }
         compile += now_us() - c0;
         n_docs++;
@@ -139,13 +143,14 @@ int main(int argc, char **argv) {
     qsort(t, n, sizeof *t, cmp_d);
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += t[i];
-    printf("vocab %d tokens, trie built in %.1f ms; %d documents (%d schemas unsupported), %zu tokens, %d rejected\n",
-           nv, t_vocab / 1e3, n_docs, n_skip, n, n_fail);
+    printf("vocab %d tokens, trie built in %.1f ms; %d documents (%d schemas unsupported, %d grammars refused), %zu tokens, "
+           "%d rejected\n",
+           nv, t_vocab / 1e3, n_docs, n_skip, n_bad, n, n_fail);
     printf("compile per grammar: mean %.1f us\n", n_docs ? compile / n_docs : 0);
     if (n)
         printf("mask per token: mean %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n", sum / n, t[n / 2],
                t[(size_t)(n * 0.99)], t[n - 1]);
     tl_grammar_vocab_free(v);
     tok_free(tv);
-    return n_fail ? 1 : 0;
+    return n_fail || n_bad ? 1 : 0;
 }
