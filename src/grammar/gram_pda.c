@@ -35,6 +35,8 @@ static void gm_classes(gm_pda *p) {
     }
     p->n_cls = n;
     for (int b = 255; b >= 0; b--) p->rep[p->cls[b]] = (uint8_t)b;
+    memset(p->cls_ascii, 0, sizeof p->cls_ascii);
+    for (int b = 0; b < 128; b++) p->cls_ascii[p->cls[b]][b >> 6] |= 1ull << (b & 63);
 }
 
 static tl_status gm_node_rehash(gm_pda *p, int32_t cap) {
@@ -131,15 +133,23 @@ static tl_status gm_expand(gm_pda *p, int32_t x, int32_t *n_out, bool *acc) {
     return s;
 }
 
-static int gm_cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
+/* A state's stacks are a set kept in the order they were found, so its
+ * hash must not depend on order: a sum of mixed members. */
 static uint32_t gm_state_hash(const int32_t *v, int32_t n, bool acc) {
     uint64_t h = acc ? 0x9e3779b97f4a7c15ull : 7;
-    for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)v[i]) * 0x100000001b3ull;
-    return gm_mix(h);
+    for (int32_t i = 0; i < n; i++) h += (uint64_t)gm_mix((uint64_t)(uint32_t)v[i] * 0x9e3779b97f4a7c15ull) * 0x100000001b3ull;
+    return gm_mix(h ^ (uint64_t)n << 40);
+}
+
+/* Whether state i holds exactly the stacks just expanded (outl[0..n), no
+ * repeats): gm_expand stamps every node it reaches with the generation, and
+ * the stacks it reaches are exactly the ones it appends to outl. */
+static bool gm_state_is(const gm_pda *p, int32_t i, int32_t n, bool acc) {
+    if (p->s_len[i] != n || p->s_acc[i] != acc) return false;
+    const int32_t *v = p->pool + p->s_off[i];
+    for (int32_t k = 0; k < n; k++)
+        if (p->nseen[v[k]] != p->gen) return false;
+    return true;
 }
 
 static tl_status gm_state_rehash(gm_pda *p, int32_t cap) {
@@ -157,7 +167,7 @@ static tl_status gm_state_rehash(gm_pda *p, int32_t cap) {
     return TL_OK;
 }
 
-/* The state of the stacks outl[0..n) (sorted here) and acc, made if new;
+/* The state of the stacks outl[0..n) (just expanded) and acc, made if new;
  * GM_DEAD when there are none and the root cannot end. */
 static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
     if (!n && !acc) {
@@ -165,10 +175,9 @@ static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
         return TL_OK;
     }
     int32_t *v = p->outl;
-    qsort(v, (size_t)n, sizeof *v, gm_cmp_i32);
     uint32_t k = gm_state_hash(v, n, acc) & (uint32_t)(p->shash_cap - 1);
     for (int32_t i; (i = p->shash[k]) >= 0; k = (k + 1) & (uint32_t)(p->shash_cap - 1))
-        if (p->s_len[i] == n && p->s_acc[i] == acc && !memcmp(p->pool + p->s_off[i], v, (size_t)n * sizeof *v)) {
+        if (gm_state_is(p, i, n, acc)) {
             *out = i;
             return TL_OK;
         }
@@ -204,6 +213,7 @@ static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
     p->s_len[id] = n;
     p->s_acc[id] = acc;
     p->loop_ok[id] = 0;
+    memset(p->loop[id], 0, sizeof p->loop[id]);
     memcpy(p->pool + p->n_pool, v, (size_t)n * sizeof *v);
     p->n_pool += n;
     for (int32_t c = 0; c < p->n_cls; c++) p->trans[(int64_t)id * p->n_cls + c] = GM_UNKNOWN;
@@ -253,6 +263,10 @@ tl_status gm_pda_start(gm_pda *p, int32_t *out) {
     const gbnf *g = p->g;
     int32_t n = 0;
     bool acc = false;
+    if (p->gen == INT32_MAX) {
+        memset(p->nseen, 0, (size_t)p->cap_nodes * sizeof *p->nseen);
+        p->gen = 0;
+    }
     p->gen++;
     tl_status s = TL_OK;
     for (int32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1] && !s; a++) {
@@ -262,11 +276,16 @@ tl_status gm_pda_start(gm_pda *p, int32_t *out) {
     return s ? s : gm_state(p, n, acc, out);
 }
 
-tl_status gm_pda_step(gm_pda *p, int32_t st, int32_t c, int32_t *out) {
+/* Expand the successors of state st on byte class c into outl[0..*n). */
+static tl_status gm_succ(gm_pda *p, int32_t st, int32_t c, int32_t *n, bool *acc) {
     const gbnf *g = p->g;
     uint8_t b = p->rep[c];
-    int32_t n = 0;
-    bool acc = false;
+    *n = 0;
+    *acc = false;
+    if (p->gen == INT32_MAX) { /* stamps would repeat: start them over */
+        memset(p->nseen, 0, (size_t)p->cap_nodes * sizeof *p->nseen);
+        p->gen = 0;
+    }
     p->gen++;
     tl_status s = TL_OK;
     /* the state's stacks are read from the pool, which gm_state may move:
@@ -277,28 +296,57 @@ tl_status gm_pda_step(gm_pda *p, int32_t st, int32_t c, int32_t *out) {
         if (!gbnf_set_has(g, g->elems[pos], b)) continue;
         int32_t y = p->npar[x];
         if (g->elems[pos + 1] != GB_END) s = gm_node(p, pos + 1, y, &y);
-        if (!s) s = gm_expand(p, y, &n, &acc);
+        if (!s) s = gm_expand(p, y, n, acc);
     }
+    return s;
+}
+
+tl_status gm_pda_step(gm_pda *p, int32_t st, int32_t c, int32_t *out) {
+    int32_t n;
+    bool acc;
+    tl_status s = gm_succ(p, st, c, &n, &acc);
     if (!s) s = gm_state(p, n, acc, out);
     if (!s) p->trans[(int64_t)st * p->n_cls + c] = *out;
     return s;
 }
 
-tl_status gm_pda_loops(gm_pda *p, int32_t st, const uint64_t **out) {
-    if (!p->loop_ok[st]) {
-        uint64_t l[4] = {0, 0, 0, 0};
-        for (int32_t c = 0; c < p->n_cls; c++) {
-            int32_t t;
-            tl_status s = gm_pda_next(p, st, p->rep[c], &t);
-            if (s) return s;
-            if (t != st) continue;
-            for (int b = 0; b < 256; b++)
-                if (p->cls[b] == c) l[b >> 6] |= 1ull << (b & 63);
-        }
-        memcpy(p->loop[st], l, sizeof l);
-        p->loop_ok[st] |= 1;
+/* Whether class c leads from st back to st. A successor that is not st is
+ * not interned: checking a subtree for loops must not make states the walk
+ * never enters. */
+static tl_status gm_is_loop(gm_pda *p, int32_t st, int32_t c, bool *out) {
+    int32_t *t = &p->trans[(int64_t)st * p->n_cls + c];
+    if (*t == GM_UNKNOWN) {
+        int32_t n;
+        bool acc;
+        tl_status s = gm_succ(p, st, c, &n, &acc);
+        if (s) return s;
+        if (!n && !acc) *t = GM_DEAD;
+        else if (gm_state_is(p, st, n, acc)) *t = st;
     }
-    *out = p->loop[st];
+    *out = *t == st;
+    return TL_OK;
+}
+
+tl_status gm_pda_loops_ascii(gm_pda *p, int32_t st, const uint64_t want[2], bool *out) {
+    uint64_t *yes = p->loop[st], *no = p->loop[st] + 2;
+    *out = false;
+    if ((want[0] & no[0]) || (want[1] & no[1])) return TL_OK;
+    for (int w = 0; w < 2; w++) {
+        uint64_t open = want[w] & ~yes[w];
+        while (open) {
+            int b = w * 64 + __builtin_ctzll(open);
+            int32_t c = p->cls[b];
+            bool l;
+            tl_status s = gm_is_loop(p, st, c, &l);
+            if (s) return s;
+            uint64_t *to = l ? yes : no;
+            to[0] |= p->cls_ascii[c][0];
+            to[1] |= p->cls_ascii[c][1];
+            if (!l) return TL_OK;
+            open &= ~yes[w];
+        }
+    }
+    *out = true;
     return TL_OK;
 }
 

@@ -30,6 +30,7 @@ typedef struct gm_pda {
     const gbnf *g;
     uint8_t cls[256]; /* byte -> class */
     uint8_t rep[256]; /* class -> one byte of it */
+    uint64_t cls_ascii[256][2]; /* class -> its ASCII bytes */
     int32_t n_cls;
     /* nodes */
     int32_t *npos, *npar, *nseen;
@@ -43,8 +44,8 @@ typedef struct gm_pda {
     int32_t *pool;
     int64_t n_pool, cap_pool;
     int32_t *trans; /* [cap_states * n_cls] */
-    uint64_t (*loop)[4]; /* [cap_states] bytes that lead from a state to itself */
-    uint8_t *loop_ok;    /* [cap_states] bit 0: loop[] computed; bit 1: utf8 computed; bit 2: utf8 */
+    uint64_t (*loop)[4]; /* [cap_states] ASCII bytes known to lead from a state to itself ([0..1]) or not ([2..3]) */
+    uint8_t *loop_ok;    /* [cap_states] bit 1: utf8 computed; bit 2: utf8 */
     int32_t *shash;
     int32_t shash_cap;
     /* scratch */
@@ -60,8 +61,9 @@ tl_status gm_pda_start(gm_pda *p, int32_t *out);
 /* Next state of state s on byte class c (GM_DEAD if none), computed once. */
 tl_status gm_pda_step(gm_pda *p, int32_t s, int32_t c, int32_t *out);
 static inline bool gm_pda_accepting(const gm_pda *p, int32_t s) { return s >= 0 && p->s_acc[s]; }
-/* The bytes b with next(s, b) == s (computes every transition of s once). */
-tl_status gm_pda_loops(gm_pda *p, int32_t s, const uint64_t **out);
+/* Whether every ASCII byte b in want has next(s, b) == s. Learns one byte
+ * class at a time and stops at the first that leaves s. */
+tl_status gm_pda_loops_ascii(gm_pda *p, int32_t s, const uint64_t want[2], bool *out);
 /* Whether every well-formed multi-byte UTF-8 character leads from s back
  * to s (and every prefix of one stays alive): the grammar takes any
  * non-ASCII character here and stays put. */

@@ -144,10 +144,10 @@ static tl_status gr_bound(tl_grammar *g) {
  * moves to its end; else the walk moves to the first child. */
 static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t, int32_t *hi, int32_t *next) {
     const tl_grammar_vocab *v = g->v;
-    const uint64_t *l, *b = v->below[i];
-    tl_status s = gm_pda_loops(&g->pda, t, &l);
+    const uint64_t *b = v->below[i];
+    bool in;
+    tl_status s = gm_pda_loops_ascii(&g->pda, t, b, &in);
     if (s) return s;
-    bool in = !(b[0] & ~l[0]) && !(b[1] & ~l[1]);
     if (in && (b[2] | b[3])) {
         bool u8 = false;
         if ((v->u8_clean[i] & 1) && (s = gm_pda_utf8_loop(&g->pda, t, &u8))) return s;
