@@ -157,6 +157,27 @@ static tl_status gb_normalize(gb_ranges *r, bool neg, gb_ranges *o) {
     return s;
 }
 
+/* The rule of k full continuation bytes, shared by every character class
+ * of the grammar: sequences that end the same way then end in the same
+ * parser positions, so the parses of all multi-byte characters of a class
+ * meet again after their lead bytes. */
+static tl_status gb_u8_tail(gp_state *p, int32_t near, int k, int32_t *out) {
+    if (p->u8_tail[k]) {
+        *out = p->u8_tail[k] - 1;
+        return TL_OK;
+    }
+    int32_t r, rest = -1;
+    tl_status s = k > 1 ? gb_u8_tail(p, near, k - 1, &rest) : TL_OK;
+    if (!s) s = gb_new_rule(p, near, &r);
+    if (!s) s = gb_emit_range(p, r, 0x80, 0xbf);
+    if (!s && k > 1) s = gb_emit(p, r, GB_REF(rest));
+    if (!s) s = gb_end_alt(p, r);
+    if (s) return s;
+    p->u8_tail[k] = r + 1;
+    *out = r;
+    return TL_OK;
+}
+
 /* Emit the byte-range sequences of code points lo..hi, one alternative of
  * rule each: split at UTF-8 length boundaries, then until every continuation
  * byte spans its full 80-BF range below the first differing position. */
@@ -184,11 +205,16 @@ static tl_status gb_utf8_seqs(gp_state *p, int32_t rule, uint32_t lo, uint32_t h
     uint8_t a[4], b[4];
     int n = gb_utf8(lo, a);
     gb_utf8(hi, b);
-    for (int i = 0; i < n; i++) {
+    int k = 0; /* trailing continuation bytes that take all of 80-BF */
+    while (k < n - 1 && a[n - 1 - k] == 0x80 && b[n - 1 - k] == 0xbf) k++;
+    for (int i = 0; i < n - k; i++) {
         tl_status s = gb_emit_range(p, rule, a[i], b[i]);
         if (s) return s;
     }
-    return gb_end_alt(p, rule);
+    int32_t t;
+    tl_status s = k ? gb_u8_tail(p, rule, k, &t) : TL_OK;
+    if (!s && k) s = gb_emit(p, rule, GB_REF(t));
+    return s ? s : gb_end_alt(p, rule);
 }
 
 tl_status gb_emit_class(gp_state *p, int32_t rule, gb_ranges *r, bool neg, size_t at) {

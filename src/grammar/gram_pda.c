@@ -6,6 +6,22 @@
 #include "grammar/gram_pda.h"
 #include "grammar/gram_vocab.h"
 
+static int gm_popcount(uint64_t x) {
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* 8 bytes of a byte bitset (byte k's bit j is bit 8k + j) as one word. */
+static uint64_t gm_le64(uint64_t w) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return __builtin_bswap64(w);
+#else
+    return w;
+#endif
+}
+
 static tl_status gm_nomem(void) { return tl_err(TL_ERR_NOMEM, "grammar: out of memory"); }
 
 static uint32_t gm_mix(uint64_t x) {
@@ -193,11 +209,9 @@ static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
         p->s_acc = b;
         if (!(a = realloc(p->trans, (size_t)nc * (size_t)p->n_cls * sizeof *a))) return gm_nomem();
         p->trans = a;
-        uint64_t(*l)[4] = realloc(p->loop, (size_t)nc * sizeof *l);
-        if (!l) return gm_nomem();
-        p->loop = l;
-        if (!(b = realloc(p->loop_ok, (size_t)nc))) return gm_nomem();
-        p->loop_ok = b;
+        gm_run *r = realloc(p->run, (size_t)nc * sizeof *r);
+        if (!r) return gm_nomem();
+        p->run = r;
         p->cap_states = nc;
     }
     if (p->n_pool + n > p->cap_pool) {
@@ -212,8 +226,7 @@ static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
     p->s_off[id] = (int32_t)p->n_pool;
     p->s_len[id] = n;
     p->s_acc[id] = acc;
-    p->loop_ok[id] = 0;
-    memset(p->loop[id], 0, sizeof p->loop[id]);
+    p->run[id].done = 0;
     memcpy(p->pool + p->n_pool, v, (size_t)n * sizeof *v);
     p->n_pool += n;
     for (int32_t c = 0; c < p->n_cls; c++) p->trans[(int64_t)id * p->n_cls + c] = GM_UNKNOWN;
@@ -235,12 +248,11 @@ tl_status gm_pda_init(gm_pda *p, const gbnf *g) {
     p->s_len = malloc(256 * sizeof(int32_t));
     p->s_acc = malloc(256);
     p->trans = malloc(256 * (size_t)p->n_cls * sizeof(int32_t));
-    p->loop = malloc(256 * sizeof *p->loop);
-    p->loop_ok = malloc(256);
+    p->run = malloc(256 * sizeof *p->run);
     p->pool = malloc(4096 * sizeof(int32_t));
     p->work = malloc(256 * sizeof(int32_t));
     p->outl = malloc(256 * sizeof(int32_t));
-    if (!p->npos || !p->npar || !p->nseen || !p->s_off || !p->s_len || !p->s_acc || !p->trans || !p->loop || !p->loop_ok || !p->pool ||
+    if (!p->npos || !p->npar || !p->nseen || !p->s_off || !p->s_len || !p->s_acc || !p->trans || !p->run || !p->pool ||
         !p->work || !p->outl) {
         gm_pda_free(p);
         return gm_nomem();
@@ -254,7 +266,7 @@ tl_status gm_pda_init(gm_pda *p, const gbnf *g) {
 void gm_pda_free(gm_pda *p) {
     free(p->npos), free(p->npar), free(p->nseen), free(p->nhash);
     free(p->s_off), free(p->s_len), free(p->s_acc), free(p->pool), free(p->trans), free(p->shash);
-    free(p->loop), free(p->loop_ok);
+    free(p->run);
     free(p->work), free(p->outl);
     memset(p, 0, sizeof *p);
 }
@@ -310,46 +322,6 @@ tl_status gm_pda_step(gm_pda *p, int32_t st, int32_t c, int32_t *out) {
     return s;
 }
 
-/* Whether class c leads from st back to st. A successor that is not st is
- * not interned: checking a subtree for loops must not make states the walk
- * never enters. */
-static tl_status gm_is_loop(gm_pda *p, int32_t st, int32_t c, bool *out) {
-    int32_t *t = &p->trans[(int64_t)st * p->n_cls + c];
-    if (*t == GM_UNKNOWN) {
-        int32_t n;
-        bool acc;
-        tl_status s = gm_succ(p, st, c, &n, &acc);
-        if (s) return s;
-        if (!n && !acc) *t = GM_DEAD;
-        else if (gm_state_is(p, st, n, acc)) *t = st;
-    }
-    *out = *t == st;
-    return TL_OK;
-}
-
-tl_status gm_pda_loops_ascii(gm_pda *p, int32_t st, const uint64_t want[2], bool *out) {
-    uint64_t *yes = p->loop[st], *no = p->loop[st] + 2;
-    *out = false;
-    if ((want[0] & no[0]) || (want[1] & no[1])) return TL_OK;
-    for (int w = 0; w < 2; w++) {
-        uint64_t open = want[w] & ~yes[w];
-        while (open) {
-            int b = w * 64 + __builtin_ctzll(open);
-            int32_t c = p->cls[b];
-            bool l;
-            tl_status s = gm_is_loop(p, st, c, &l);
-            if (s) return s;
-            uint64_t *to = l ? yes : no;
-            to[0] |= p->cls_ascii[c][0];
-            to[1] |= p->cls_ascii[c][1];
-            if (!l) return TL_OK;
-            open &= ~yes[w];
-        }
-    }
-    *out = true;
-    return TL_OK;
-}
-
 /* Depth-first over (automaton state, decoder state) pairs from st through
  * every well-formed multi-byte character; pairs already seen are skipped. */
 static tl_status gm_u8_walk(gm_pda *p, int32_t root, int32_t st, int u8, bool *ok) {
@@ -375,14 +347,138 @@ static tl_status gm_u8_walk(gm_pda *p, int32_t root, int32_t st, int u8, bool *o
     return TL_OK;
 }
 
-tl_status gm_pda_utf8_loop(gm_pda *p, int32_t st, bool *out) {
-    if (!(p->loop_ok[st] & 2)) {
-        bool ok = true;
-        tl_status s = gm_u8_walk(p, st, st, 0, &ok);
-        if (s) return s;
-        p->loop_ok[st] |= (uint8_t)(2 | (ok ? 4 : 0));
+/* The run of st without its length: the largest group of ASCII bytes that
+ * lead to one state, and whether multi-byte characters lead there too. Only
+ * for states that take at least GM_RUN_MIN_BYTES ASCII bytes: below that a
+ * subtree is cheaper walked than its run computed. */
+static tl_status gm_run_base(gm_pda *p, int32_t st) {
+    const gbnf *g = p->g;
+    uint64_t a[4] = {0, 0, 0, 0};
+    for (int32_t i = 0; i < p->s_len[st]; i++) {
+        const uint8_t *set = g->sets[g->elems[p->npos[p->pool[p->s_off[st] + i]]]];
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, set + 8 * k, 8);
+            a[k] |= gm_le64(w);
+        }
     }
-    *out = (p->loop_ok[st] & 4) != 0;
+    gm_run r = {{0, 0}, GM_DEAD, 0, GM_U8_NO, 1};
+    if (gm_popcount(a[0]) + gm_popcount(a[1]) >= GM_RUN_MIN_BYTES) {
+        /* successors are grouped by their hash and not interned: only the
+         * largest group's state is made, and each class of the group is
+         * then checked against it exactly */
+        uint32_t h[128];
+        int32_t len[128];
+        uint8_t cl[128], acc[128];
+        int n = 0;
+        for (int w = 0; w < 2; w++)
+            for (uint64_t m = a[w]; m; m &= m - 1) {
+                int32_t c = p->cls[w * 64 + __builtin_ctzll(m)];
+                bool dup = false;
+                for (int k = 0; k < n && !dup; k++) dup = cl[k] == c;
+                if (dup) continue;
+                int32_t t = p->trans[(int64_t)st * p->n_cls + c], nn = 0;
+                bool ac = false;
+                if (t == GM_UNKNOWN) {
+                    tl_status s = gm_succ(p, st, c, &nn, &ac);
+                    if (s) return s;
+                    if (!nn && !ac) p->trans[(int64_t)st * p->n_cls + c] = GM_DEAD;
+                } else if (t != GM_DEAD) {
+                    nn = p->s_len[t], ac = p->s_acc[t];
+                }
+                cl[n] = (uint8_t)c;
+                len[n] = nn;
+                acc[n] = ac;
+                h[n++] = nn || ac ? gm_state_hash(t >= 0 ? p->pool + p->s_off[t] : p->outl, nn, ac) : 0;
+            }
+        int best_n = 0, best = -1;
+        for (int k = 0; k < n; k++) {
+            if (!len[k] && !acc[k]) continue;
+            int bn = 0;
+            for (int j = 0; j < n; j++)
+                if (h[j] == h[k] && len[j] == len[k] && acc[j] == acc[k])
+                    bn += gm_popcount(p->cls_ascii[cl[j]][0]) + gm_popcount(p->cls_ascii[cl[j]][1]);
+            if (bn > best_n) best_n = bn, best = k;
+        }
+        if (best >= 0) {
+            tl_status s = gm_pda_next(p, st, p->rep[cl[best]], &r.next);
+            if (s) return s;
+            for (int j = 0; j < n; j++) {
+                if (h[j] != h[best] || len[j] != len[best] || acc[j] != acc[best]) continue;
+                bool same = j == best;
+                if (!same) {
+                    int32_t *t = &p->trans[(int64_t)st * p->n_cls + cl[j]];
+                    if (*t == GM_UNKNOWN) {
+                        int32_t nn;
+                        bool ac;
+                        if ((s = gm_succ(p, st, cl[j], &nn, &ac))) return s;
+                        if (gm_state_is(p, r.next, nn, ac)) *t = r.next;
+                    }
+                    same = *t == r.next;
+                }
+                if (same) r.b[0] |= p->cls_ascii[cl[j]][0], r.b[1] |= p->cls_ascii[cl[j]][1];
+            }
+        }
+    }
+    if (a[2] | a[3]) r.u8 = GM_U8_UNKNOWN;
+    p->run[st] = r;
+    return TL_OK;
+}
+
+/* Whether u's run continues into the run of its next state v: v takes at
+ * least the bytes u takes (and multi-byte characters if u does). */
+static bool gm_run_goes_on(const gm_run *u, const gm_run *v) {
+    return (v->done & 1) && v->next != GM_DEAD && !(u->b[0] & ~v->b[0]) && !(u->b[1] & ~v->b[1]);
+}
+
+tl_status gm_pda_run(gm_pda *p, int32_t st, const gm_run **out) {
+    tl_status s;
+    if (!(p->run[st].done & 1) && (s = gm_run_base(p, st))) return s;
+    if (!(p->run[st].done & 2)) {
+        /* follow the chain of next states until one whose length is known,
+         * one the run does not go on into, or GM_RUN_CAP states (the length
+         * is then a lower bound, which is all a caller relies on) */
+        int32_t chain[GM_RUN_CAP];
+        int n = 0;
+        for (int32_t u = st; n < GM_RUN_CAP;) {
+            chain[n++] = u;
+            int32_t v = p->run[u].next;
+            if (v == GM_DEAD || v == u) break;
+            if (!(p->run[v].done & 1) && (s = gm_run_base(p, v))) return s;
+            if ((p->run[v].done & 2) || !gm_run_goes_on(&p->run[u], &p->run[v])) break;
+            u = v;
+        }
+        for (int k = n - 1; k >= 0; k--) {
+            gm_run *u = &p->run[chain[k]];
+            uint32_t len = 0;
+            if (u->next == chain[k]) {
+                len = GM_RUN_INF;
+            } else if (u->next != GM_DEAD) {
+                const gm_run *v = &p->run[u->next];
+                uint32_t rest = (v->done & 2) && gm_run_goes_on(u, v) ? v->len : 0;
+                len = rest == GM_RUN_INF ? GM_RUN_INF : rest + 1 < GM_RUN_INF ? rest + 1 : GM_RUN_INF - 1;
+            }
+            u->len = (uint16_t)len;
+            u->done |= 2;
+        }
+    }
+    *out = &p->run[st];
+    return TL_OK;
+}
+
+tl_status gm_pda_run_u8(gm_pda *p, int32_t st, uint32_t n, bool *out) {
+    *out = true;
+    for (uint32_t k = 0; k < n && *out; k++) {
+        if (p->run[st].u8 == GM_U8_UNKNOWN) {
+            bool ok = p->run[st].next != GM_DEAD;
+            tl_status s = ok ? gm_u8_walk(p, p->run[st].next, st, 0, &ok) : TL_OK;
+            if (s) return s;
+            p->run[st].u8 = ok ? GM_U8_YES : GM_U8_NO;
+        }
+        *out = p->run[st].u8 == GM_U8_YES;
+        if (p->run[st].next == st) break;
+        st = p->run[st].next;
+    }
     return TL_OK;
 }
 

@@ -25,7 +25,7 @@ struct tl_grammar {
     int32_t n_words;
     int32_t *eog;  /* end-of-generation token ids */
     int32_t n_eog;
-    int32_t *stk;  /* walk: state by trie depth */
+    int32_t *stk, *bst; /* walk scratch by trie depth */
     /* mask cache: slot of state s is mslot[s] (-1 none) */
     int32_t *mslot;
     int32_t cap_mslot;
@@ -55,7 +55,7 @@ void tl_grammar_free(tl_grammar *g) {
     if (!g) return;
     gm_pda_free(&g->pda);
     gbnf_free(g->g);
-    free(g->eog), free(g->stk), free(g->mslot), free(g->masks), free(g->scratch);
+    free(g->eog), free(g->stk), free(g->bst), free(g->mslot), free(g->masks), free(g->scratch);
     for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
     free(g->trig), free(g->trig_len), free(g->win);
     free(g);
@@ -90,8 +90,9 @@ tl_status tl_grammar_init(const tl_grammar_vocab *v, const char *text, size_t le
     g->max_masks = (int32_t)(p.mask_cache_bytes / mask_bytes > 1 << 20 ? 1 << 20 : p.mask_cache_bytes / mask_bytes);
     g->eog = malloc(((size_t)v->n_vocab + 1) * sizeof *g->eog);
     g->stk = malloc((v->max_len + 2) * sizeof *g->stk);
+    g->bst = malloc((v->max_len + 2) * sizeof *g->bst);
     g->scratch = malloc(mask_bytes);
-    if (!g->eog || !g->stk || !g->scratch) {
+    if (!g->eog || !g->stk || !g->bst || !g->scratch) {
         tl_grammar_free(g);
         return gr_nomem();
     }
@@ -132,26 +133,27 @@ static tl_status gr_bound(tl_grammar *g) {
     return TL_OK;
 }
 
-/* The trie walk: every text token whose bytes the automaton accepts from
- * state st, plus end-of-generation tokens where the grammar may end. */
 /* Subtrees smaller than this are walked node by node. */
 #define GR_BULK_MIN 1
 
-/* Whether node i's whole subtree is accepted from state t: every ASCII byte
- * below loops on t and, if there are non-ASCII bytes below, node i ends a
- * character, the tokens below are well-formed UTF-8 and every character
- * loops on t. Then *hi extends the node's tokens to the subtree's and the walk
- * moves to its end; else the walk moves to the first child. */
-static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t, int32_t *hi, int32_t *next) {
+/* Whether node i's whole subtree is accepted: t0 is the state at the last
+ * character boundary on the path (node i's own state when node i ends a
+ * character, mid is set when it does not). The subtree is accepted when its
+ * bytes are all in t0's run (multi-byte characters too if there are any, or
+ * node i is inside one) and no token below is longer than the run. Then *hi
+ * extends the node's tokens to the subtree's and the walk moves to its end;
+ * else the walk moves to the first child. */
+static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t0, bool mid, int32_t *hi, int32_t *next) {
     const tl_grammar_vocab *v = g->v;
     const uint64_t *b = v->below[i];
-    bool in;
-    tl_status s = gm_pda_loops_ascii(&g->pda, t, b, &in);
+    const gm_run *r;
+    tl_status s = gm_pda_run(&g->pda, t0, &r);
     if (s) return s;
-    if (in && (b[2] | b[3])) {
-        bool u8 = false;
-        if ((v->u8_clean[i] & 1) && (s = gm_pda_utf8_loop(&g->pda, t, &u8))) return s;
-        in = u8;
+    uint32_t need = (uint32_t)v->maxc[i] + (mid ? 1 : 0);
+    bool in = r->next != GM_DEAD && !(b[0] & ~r->b[0]) && !(b[1] & ~r->b[1]) && (r->len == GM_RUN_INF || r->len >= need);
+    if (in && (mid || b[2] || b[3])) {
+        in = r->u8 != GM_U8_NO;
+        if (in && (s = gm_pda_run_u8(&g->pda, t0, need, &in))) return s;
     }
     if (in) {
         *hi = v->sub_lo[v->nodes[i].end];
@@ -162,26 +164,30 @@ static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t, int32_t *hi, int32
     return TL_OK;
 }
 
+/* The trie walk: every text token whose bytes the automaton accepts from
+ * state st, plus end-of-generation tokens where the grammar may end. */
 static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
     const tl_grammar_vocab *v = g->v;
     memset(w, 0, (size_t)g->n_words * 4);
     if (gm_pda_accepting(&g->pda, st))
         for (int32_t i = 0; i < g->n_eog; i++) w[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
-    int32_t *stk = g->stk;
-    stk[0] = st;
+    int32_t *stk = g->stk, *bst = g->bst; /* state by depth; state at the last character boundary by depth */
+    stk[0] = bst[0] = st;
     const gv_node *nd = v->nodes;
     for (int32_t i = 0; i < v->n_nodes;) {
-        int32_t t;
-        tl_status s = gm_pda_next(&g->pda, stk[nd[i].depth - 1], nd[i].byte, &t);
+        int32_t t, d = nd[i].depth;
+        tl_status s = gm_pda_next(&g->pda, stk[d - 1], nd[i].byte, &t);
         if (s) return s;
         if (t == GM_DEAD) {
             i = nd[i].end;
             continue;
         }
-        stk[nd[i].depth] = t;
+        uint8_t u8 = v->u8_clean[i];
+        stk[d] = t;
+        bst[d] = u8 & 1 ? t : bst[d - 1];
         int32_t lo = v->sub_lo[i], hi = lo + nd[i].tok_n;
-        if (nd[i].end - i > GR_BULK_MIN && (v->u8_clean[i] & 2)) {
-            if ((s = gr_bulk(g, i, t, &hi, &i))) return s;
+        if (nd[i].end - i > GR_BULK_MIN && (u8 & 6) == 2) {
+            if ((s = gr_bulk(g, i, bst[d], !(u8 & 1), &hi, &i))) return s;
         } else {
             i++;
         }
