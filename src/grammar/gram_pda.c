@@ -52,7 +52,8 @@ static void gm_classes(gm_pda *p) {
     p->n_cls = n;
     for (int b = 255; b >= 0; b--) p->rep[p->cls[b]] = (uint8_t)b;
     memset(p->cls_ascii, 0, sizeof p->cls_ascii);
-    for (int b = 0; b < 128; b++) p->cls_ascii[p->cls[b]][b >> 6] |= 1ull << (b & 63);
+    memset(p->cls_n_ascii, 0, sizeof p->cls_n_ascii);
+    for (int b = 0; b < 128; b++) p->cls_ascii[p->cls[b]][b >> 6] |= 1ull << (b & 63), p->cls_n_ascii[p->cls[b]]++;
 }
 
 static tl_status gm_node_rehash(gm_pda *p, int32_t cap) {
@@ -371,12 +372,12 @@ static tl_status gm_run_base(gm_pda *p, int32_t st) {
         int32_t len[128];
         uint8_t cl[128], acc[128];
         int n = 0;
+        uint64_t seen[4] = {0, 0, 0, 0};
         for (int w = 0; w < 2; w++)
             for (uint64_t m = a[w]; m; m &= m - 1) {
                 int32_t c = p->cls[w * 64 + __builtin_ctzll(m)];
-                bool dup = false;
-                for (int k = 0; k < n && !dup; k++) dup = cl[k] == c;
-                if (dup) continue;
+                if (seen[c >> 6] >> (c & 63) & 1) continue;
+                seen[c >> 6] |= 1ull << (c & 63);
                 int32_t t = p->trans[(int64_t)st * p->n_cls + c], nn = 0;
                 bool ac = false;
                 if (t == GM_UNKNOWN) {
@@ -392,12 +393,12 @@ static tl_status gm_run_base(gm_pda *p, int32_t st) {
                 h[n++] = nn || ac ? gm_state_hash(t >= 0 ? p->pool + p->s_off[t] : p->outl, nn, ac) : 0;
             }
         int best_n = 0, best = -1;
+        uint8_t grouped[128] = {0};
         for (int k = 0; k < n; k++) {
-            if (!len[k] && !acc[k]) continue;
+            if (grouped[k] || (!len[k] && !acc[k])) continue;
             int bn = 0;
-            for (int j = 0; j < n; j++)
-                if (h[j] == h[k] && len[j] == len[k] && acc[j] == acc[k])
-                    bn += gm_popcount(p->cls_ascii[cl[j]][0]) + gm_popcount(p->cls_ascii[cl[j]][1]);
+            for (int j = k; j < n; j++)
+                if (h[j] == h[k] && len[j] == len[k] && acc[j] == acc[k]) bn += p->cls_n_ascii[cl[j]], grouped[j] = 1;
             if (bn > best_n) best_n = bn, best = k;
         }
         if (best >= 0) {

@@ -50,6 +50,7 @@ typedef struct gm_pda {
     uint8_t cls[256]; /* byte -> class */
     uint8_t rep[256]; /* class -> one byte of it */
     uint64_t cls_ascii[256][2]; /* class -> its ASCII bytes */
+    uint8_t cls_n_ascii[256];   /* class -> how many */
     int32_t n_cls;
     /* nodes */
     int32_t *npos, *npar, *nseen;

@@ -133,8 +133,9 @@ static tl_status gr_bound(tl_grammar *g) {
     return TL_OK;
 }
 
-/* Subtrees smaller than this are walked node by node. */
-#define GR_BULK_MIN 1
+/* Subtrees of at most this many nodes are walked node by node: cheaper
+ * than learning the run of a state met only there. */
+#define GR_BULK_MIN 32
 
 /* Whether node i's whole subtree is accepted: t0 is the state at the last
  * character boundary on the path (node i's own state when node i ends a
