@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "grammar/gbnf.h"
+#include "grammar/gram_inside.h"
 #include "grammar/gram_pda.h"
 #include "grammar/gram_vocab.h"
 #include "tallow.h"
@@ -19,6 +20,7 @@ struct tl_grammar {
     const tl_grammar_vocab *v;
     gbnf *g;
     gm_pda pda;
+    gi_cache inside; /* inside sets of the runs of string bodies */
     tl_grammar_params p;
     int32_t cur;   /* automaton state; GM_DEAD after a forced wrong token */
     bool ended;    /* an end-of-generation token was accepted */
@@ -54,6 +56,7 @@ static tl_status gr_nomem(void) { return tl_err(TL_ERR_NOMEM, "grammar: out of m
 void tl_grammar_free(tl_grammar *g) {
     if (!g) return;
     gm_pda_free(&g->pda);
+    gi_free(&g->inside);
     gbnf_free(g->g);
     free(g->eog), free(g->stk), free(g->bst), free(g->mslot), free(g->masks), free(g->scratch);
     for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
@@ -136,6 +139,9 @@ static tl_status gr_bound(tl_grammar *g) {
 /* Subtrees of at most this many nodes are walked node by node: cheaper
  * than learning the run of a state met only there. */
 #define GR_BULK_MIN 32
+/* Runs of fewer ASCII bytes than this are walked: their exits are most of
+ * the trie. */
+#define GR_INSIDE_MIN 32
 
 /* Whether node i's whole subtree is accepted: t0 is the state at the last
  * character boundary on the path (node i's own state when node i ends a
@@ -165,17 +171,13 @@ static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t0, bool mid, int32_t
     return TL_OK;
 }
 
-/* The trie walk: every text token whose bytes the automaton accepts from
- * state st, plus end-of-generation tokens where the grammar may end. */
-static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
+/* Walk trie nodes [from, to) (a subtree, or the whole trie) with the state
+ * of their parent in stk and bst, adding the tokens accepted to w. */
+static tl_status gr_walk(tl_grammar *g, int32_t from, int32_t to, uint32_t *w) {
     const tl_grammar_vocab *v = g->v;
-    memset(w, 0, (size_t)g->n_words * 4);
-    if (gm_pda_accepting(&g->pda, st))
-        for (int32_t i = 0; i < g->n_eog; i++) w[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
     int32_t *stk = g->stk, *bst = g->bst; /* state by depth; state at the last character boundary by depth */
-    stk[0] = bst[0] = st;
     const gv_node *nd = v->nodes;
-    for (int32_t i = 0; i < v->n_nodes;) {
+    for (int32_t i = from; i < to;) {
         int32_t t, d = nd[i].depth;
         tl_status s = gm_pda_next(&g->pda, stk[d - 1], nd[i].byte, &t);
         if (s) return s;
@@ -195,6 +197,43 @@ static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
         for (int32_t k = lo; k < hi; k++) w[v->toks[k] >> 5] |= 1u << (v->toks[k] & 31);
     }
     return TL_OK;
+}
+
+/* The inside set of st when st's run leads back to st and is wide enough
+ * to be worth one (NULL otherwise). */
+static tl_status gr_inside(tl_grammar *g, int32_t st, const gi_set **out) {
+    *out = NULL;
+    const gm_run *r;
+    tl_status s = gm_pda_run(&g->pda, st, &r);
+    if (s || r->next != st || __builtin_popcountll(r->b[0]) + __builtin_popcountll(r->b[1]) < GR_INSIDE_MIN) return s;
+    uint64_t b[2] = {r->b[0], r->b[1]};
+    bool u8 = false;
+    if (r->u8 != GM_U8_NO && (s = gm_pda_run_u8(&g->pda, st, 1, &u8))) return s;
+    return gi_get(&g->inside, g->v, b, u8, out);
+}
+
+/* The mask of state st: every text token whose bytes the automaton accepts
+ * from st, plus end-of-generation tokens where the grammar may end. */
+static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
+    const tl_grammar_vocab *v = g->v;
+    const gi_set *in;
+    tl_status s = gr_inside(g, st, &in);
+    if (s) return s;
+    if (in) memcpy(w, in->mask, (size_t)g->n_words * 4);
+    else memset(w, 0, (size_t)g->n_words * 4);
+    if (gm_pda_accepting(&g->pda, st))
+        for (int32_t i = 0; i < g->n_eog; i++) w[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
+    if (!in) {
+        g->stk[0] = g->bst[0] = st;
+        return gr_walk(g, 0, v->n_nodes, w);
+    }
+    /* every exit's parent ends a character reached inside the run: st */
+    for (int32_t k = 0; k < in->n_exits && !s; k++) {
+        int32_t e = in->exits[k], d = v->nodes[e].depth;
+        g->stk[d - 1] = g->bst[d - 1] = st;
+        s = gr_walk(g, e, v->nodes[e].end, w);
+    }
+    return s;
 }
 
 tl_status tl_grammar_mask(tl_grammar *g, const uint32_t **words) {
