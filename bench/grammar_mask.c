@@ -41,6 +41,7 @@ static char *read_file(const char *path, size_t *n) {
     return b;
 }
 
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s TOKENIZER_DIR GRAMMAR|json|schema DOCS.jsonl\n", argv[0]);
@@ -125,6 +126,7 @@ int main(int argc, char **argv) {
             const uint32_t *w;
             double a = now_us();
             tl_status s = tl_grammar_mask(g, &w);
+            if (getenv("GRDBG")) { size_t tl; const char *tt = tok_piece(tv, tok, &tl); fprintf(stderr, "TOK %d [%.*s] %.0f\n", i, (int)tl, tt, now_us() - a); }
             double b = now_us();
             if (b - a > 100000) fprintf(stderr, "slow mask %.0f us: doc %d token %d: %.120s\n", b - a, n_docs, i, doc);
             if (n == cap) t = realloc(t, (cap *= 2) * sizeof *t);
@@ -150,6 +152,7 @@ int main(int argc, char **argv) {
     if (n)
         printf("mask per token: mean %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n", sum / n, t[n / 2],
                t[(size_t)(n * 0.99)], t[n - 1]);
+
     tl_grammar_vocab_free(v);
     tok_free(tv);
     return n_fail || n_bad ? 1 : 0;
