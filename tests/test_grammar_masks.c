@@ -146,6 +146,8 @@ int main(void) {
                  "{\"program\": \"Computer Science\", \"opt\": 3, \"option\": \"x\"}");
     /* a run that narrows: two letters-or-digits, then letters only */
     check_schema(v, "{\"type\": \"string\", \"pattern\": \"^[a-z0-9]{2}[a-z]{0,6}$\"}", "\"a1bcdef\"");
+    /* a repeated group that cannot match the empty string is still taken */
+    check_schema(v, "{\"type\": \"string\", \"pattern\": \"^(ab?|c)*$\"}", "\"abacab\"");
     tl_grammar_vocab_free(v);
     free(text), free(len), free(kind);
     tok_free(tv);
