@@ -365,12 +365,15 @@ static tl_status gm_run_base(gm_pda *p, int32_t st) {
     }
     gm_run r = {{0, 0}, GM_DEAD, 0, GM_U8_NO, 1};
     if (gm_popcount(a[0]) + gm_popcount(a[1]) >= GM_RUN_MIN_BYTES) {
-        /* successors are grouped by their hash and not interned: only the
-         * largest group's state is made, and each class of the group is
-         * then checked against it exactly */
-        uint32_t h[128];
-        int32_t len[128];
-        uint8_t cl[128], acc[128];
+        /* A successor depends only on which of the state's stacks take the
+         * byte (each that does steps past its byte set, whatever the byte),
+         * so classes taken by the same stacks lead to the same state. They
+         * are grouped by a hash of that set of stacks, checked exactly
+         * within the group kept, and only that group's state is made. */
+        const int32_t *v = p->pool + p->s_off[st];
+        int32_t ns = p->s_len[st];
+        uint64_t h[128];
+        uint8_t cl[128];
         int n = 0;
         uint64_t seen[4] = {0, 0, 0, 0};
         for (int w = 0; w < 2; w++)
@@ -378,47 +381,37 @@ static tl_status gm_run_base(gm_pda *p, int32_t st) {
                 int32_t c = p->cls[w * 64 + __builtin_ctzll(m)];
                 if (seen[c >> 6] >> (c & 63) & 1) continue;
                 seen[c >> 6] |= 1ull << (c & 63);
-                int32_t t = p->trans[(int64_t)st * p->n_cls + c], nn = 0;
-                bool ac = false;
-                if (t == GM_UNKNOWN) {
-                    tl_status s = gm_succ(p, st, c, &nn, &ac);
-                    if (s) return s;
-                    if (!nn && !ac) p->trans[(int64_t)st * p->n_cls + c] = GM_DEAD;
-                } else if (t != GM_DEAD) {
-                    nn = p->s_len[t], ac = p->s_acc[t];
-                }
+                uint8_t rb = p->rep[c];
+                uint64_t hc = 0;
+                for (int32_t i = 0; i < ns; i++)
+                    if (gbnf_set_has(g, g->elems[p->npos[v[i]]], rb)) hc += gm_mix((uint64_t)(uint32_t)i * 0x9e3779b97f4a7c15ull) | 1;
                 cl[n] = (uint8_t)c;
-                len[n] = nn;
-                acc[n] = ac;
-                h[n++] = nn || ac ? gm_state_hash(t >= 0 ? p->pool + p->s_off[t] : p->outl, nn, ac) : 0;
+                h[n++] = hc;
             }
         int best_n = 0, best = -1;
         uint8_t grouped[128] = {0};
         for (int k = 0; k < n; k++) {
-            if (grouped[k] || (!len[k] && !acc[k])) continue;
+            if (grouped[k] || !h[k]) continue;
             int bn = 0;
             for (int j = k; j < n; j++)
-                if (h[j] == h[k] && len[j] == len[k] && acc[j] == acc[k]) bn += p->cls_n_ascii[cl[j]], grouped[j] = 1;
+                if (h[j] == h[k]) bn += p->cls_n_ascii[cl[j]], grouped[j] = 1;
             if (bn > best_n) best_n = bn, best = k;
         }
         if (best >= 0) {
-            tl_status s = gm_pda_next(p, st, p->rep[cl[best]], &r.next);
-            if (s) return s;
+            uint8_t rb = p->rep[cl[best]];
             for (int j = 0; j < n; j++) {
-                if (h[j] != h[best] || len[j] != len[best] || acc[j] != acc[best]) continue;
-                bool same = j == best;
-                if (!same) {
-                    int32_t *t = &p->trans[(int64_t)st * p->n_cls + cl[j]];
-                    if (*t == GM_UNKNOWN) {
-                        int32_t nn;
-                        bool ac;
-                        if ((s = gm_succ(p, st, cl[j], &nn, &ac))) return s;
-                        if (gm_state_is(p, r.next, nn, ac)) *t = r.next;
-                    }
-                    same = *t == r.next;
+                if (h[j] != h[best]) continue;
+                uint8_t rj = p->rep[cl[j]];
+                bool same = true;
+                for (int32_t i = 0; i < ns && same; i++) {
+                    int32_t e = g->elems[p->npos[v[i]]];
+                    same = gbnf_set_has(g, e, rb) == gbnf_set_has(g, e, rj);
                 }
                 if (same) r.b[0] |= p->cls_ascii[cl[j]][0], r.b[1] |= p->cls_ascii[cl[j]][1];
             }
+            /* made last: interning may move the pool v points into */
+            tl_status s = gm_pda_next(p, st, rb, &r.next);
+            if (s) return s;
         }
     }
     if (a[2] | a[3]) r.u8 = GM_U8_UNKNOWN;
