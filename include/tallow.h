@@ -138,6 +138,13 @@ typedef struct tl_chat_message {
  * add_special=false: templates add BOS themselves. */
 tl_status tl_chat_apply_template(const tl_model *m, const char *tmpl, const tl_chat_message *msgs,
                                  int32_t n_msgs, bool add_generation_prompt, char **out, size_t *out_len);
+/* The same with the conversation as JSON text: messages_json a JSON array of
+ * message objects, passed to the template as they are (so tool_calls,
+ * tool_call_id, name reach it), and tools_json a JSON array of tool schemas
+ * for the template's `tools` (NULL: none). */
+tl_status tl_chat_apply_template_json(const tl_model *m, const char *tmpl, const char *messages_json,
+                                      const char *tools_json, bool add_generation_prompt, char **out,
+                                      size_t *out_len);
 
 /* ---- tokens -------------------------------------------------------------- */
 

@@ -100,8 +100,10 @@ ENV = hf_env()
 def ref_render(src, messages, tools, agp, bos, eos, extra):
     try:
         t = ENV.from_string(src)
+        # as HF: special tokens the tokenizer lacks are left out (undefined), not None
+        special = {k: v for k, v in (("bos_token", bos), ("eos_token", eos)) if v is not None}
         out = t.render(messages=messages, tools=tools, documents=None, add_generation_prompt=agp,
-                       bos_token=bos, eos_token=eos, **extra)
+                       **special, **extra)
         return True, out
     except Exception as e:  # any failure of the reference: tallow must fail too
         return False, f"{type(e).__name__}: {e}"
@@ -298,6 +300,8 @@ FEATURES = [
     ("{% set a, b = 1, 2 %}{{ a }}{{ b }}{% set c = [1, 2] + [3] %}{{ c }}{% set t %}  block {{ a }}  {% endset %}[{{ t }}]", {}),
     ("{% macro m(a, b='x', c=none) %}<{{ a }}{{ b }}{{ c }}{{ g }}>{% endmacro %}{% set g = 7 %}{{ m(1) }}{{ m(1, 2) }}{{ m(1, c=3) }}{{ m(b='q', a=0) }}", {}),
     ("{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n }}*{{ fact(n - 1) }}{% endif %}{% endmacro %}{{ fact(5) }}", {}),
+    # no --bos/--eos: the special tokens are undefined (print nothing), never a literal "None"
+    ("[{{ bos_token }}][{{ eos_token }}]{{ bos_token is defined }}{{ eos_token is none }}", {}),
     ("{{ 1 if x else 2 }}{{ 'a' if false }}|{{ x is defined }}{{ y is defined }}{{ y is undefined }}{{ none is none }}{{ x is not none }}", {"x": 0}),
     ("{{ 'a' is string }}{{ 1 is number }}{{ true is number }}{{ true is integer }}{{ 1.0 is float }}{{ {} is mapping }}{{ [] is iterable }}{{ 'x' is iterable }}{{ u is iterable }}{{ none is iterable }}{{ [] is sequence }}", {}),
     ("{{ 3 is odd }}{{ 4 is even }}{{ 9 is divisibleby 3 }}{{ 9 is divisibleby(2) }}{{ 'AB' is upper }}{{ 'ab' is lower }}{{ x is sameas false }}{{ x is false }}{{ true is true }}{{ 1 is eq 1 }}{{ 'a' is in 'cat' }}", {"x": False}),

@@ -10,6 +10,13 @@ on a free port and checks, with Python's http.client:
   new turn (usage cached_tokens and the /metrics prompt counters)
 - a client that disconnects mid-stream frees its sequence at once
 - a full queue answers 503; logprobs; embeddings (shape, unit norm)
+- stop strings (one spanning two tokens, lists, n=2, streamed; the text is
+  the lone run's cut at the stop) and tools / tool_choice with the `openai`
+  client: required and named calls valid under the tool's schema
+  (jsonschema), streamed deltas reassembling into the same call, none giving
+  prose, histories with calls and results, bad tools -> 400; templates that
+  render tools (Qwen2.5's prompt equals jinja2's; Llama-3.1 and Mistral
+  syntaxes picked, forced and parsed)
 - every error case (malformed / non-UTF-8 JSON, wrong types, unknown model,
   empty messages, prompt too long, body too large, API key, stalled client,
   unknown endpoint) gets its status and an OpenAI-shaped JSON error, and the
@@ -552,6 +559,271 @@ def structured(s):
     check(is_error(js, 400, st, "grammar"), "a malformed grammar -> 400")
 
 
+def openai_or_none(s):
+    try:
+        import openai
+    except ImportError:
+        print("note: the openai package is absent (scripts/setup.sh installs it); its cases not run")
+        return None, None
+    return openai, openai.OpenAI(base_url="http://%s:%d/v1" % (s.host, s.port), api_key="x", max_retries=0)
+
+
+def stops(s):
+    """stop strings, with the openai client: the text is the lone run's cut
+    where the stop begins (the stop itself not returned), streamed or not,
+    for a stop that spans two tokens, a list, and n=2; a partial match that
+    never completes is held back and then released whole"""
+    openai, c = openai_or_none(s)
+    if not c:
+        return
+    model = c.models.list().data[0].id
+    prompt = "The capital of France is"
+    # twice: later requests take the cached path the first one leaves (see basics)
+    body = dict(model=model, prompt=prompt, max_tokens=24, temperature=0, logprobs=1)
+    c.completions.create(**body)
+    lone = c.completions.create(**body).choices[0]
+    toks, text = lone.logprobs.tokens, lone.text
+    check("".join(toks) == text and len(toks) == 24, "stop reference: 24 tokens %r" % toks)
+    # a stop spanning the boundary of tokens k and k+1 (both at least 2 bytes)
+    k = next(i for i in range(3, len(toks) - 1) if len(toks[i]) >= 2 and len(toks[i + 1].strip()) >= 2)
+    stop = toks[k][-2:] + toks[k + 1][:2]
+    want = text[:text.find(stop)]
+    r = c.completions.create(**{**body, "logprobs": None}, stop=stop)
+    check(r.choices[0].text == want and r.choices[0].finish_reason == "stop" and len(want) > 0,
+          "completion stop %r spanning two tokens: %r == %r" % (stop, r.choices[0].text, want))
+    streamed = list(c.completions.create(**{**body, "logprobs": None}, stop=["never-seen", stop], stream=True))
+    st_text = "".join(ch.choices[0].text for ch in streamed if ch.choices)
+    fins = [ch.choices[0].finish_reason for ch in streamed if ch.choices and ch.choices[0].finish_reason]
+    check(st_text == want and fins == ["stop"], "streamed completion with a stop list: %r" % st_text)
+    check(all(stop[:2] not in ch.choices[0].text or ch.choices[0].text.find(stop[:2]) < len(want)
+              for ch in streamed if ch.choices), "no streamed chunk carries the stop's start past the cut")
+    # a partial match that never completes: held back, then released
+    never = toks[k][-2:] + toks[k + 1][:2] + "\x01"
+    r = c.completions.create(**{**body, "logprobs": None}, stop=never)
+    streamed = "".join(ch.choices[0].text for ch in c.completions.create(**{**body, "logprobs": None}, stop=never,
+                                                                           stream=True) if ch.choices)
+    check(r.choices[0].text == text and streamed == text and r.choices[0].finish_reason == "length",
+          "a stop that never completes changes nothing (streamed too): %r" % streamed)
+
+    msgs = [{"role": "user", "content": "Write a short poem about the sea."}]
+    chat = dict(model=model, messages=msgs, max_tokens=40, temperature=0.8, seed=77, n=2)
+    c.chat.completions.create(**chat)
+    full = [ch.message.content for ch in c.chat.completions.create(**chat).choices]
+    stop = ","
+    cut = c.chat.completions.create(**chat, stop=[stop, "never-seen"])
+    ok = all(cut.choices[i].message.content == full[i][:full[i].find(stop)] and full[i].find(stop) >= 0 and
+             cut.choices[i].finish_reason == "stop" for i in range(2))
+    check(ok and full[0] != full[1], "chat n=2 with a stop: each choice is its full text cut at ',' (%r / %r)" %
+          ([ch.message.content for ch in cut.choices], full))
+    pieces = {0: "", 1: ""}
+    for ch in c.chat.completions.create(**chat, stop=stop, stream=True):
+        for x in ch.choices:
+            pieces[x.index] += x.delta.content or ""
+    check([pieces[0], pieces[1]] == [ch.message.content for ch in cut.choices], "streamed chat n=2 with a stop")
+    try:
+        c.chat.completions.create(model=model, messages=msgs, stop=["a", "b", "c", "d", "e"])
+        check(False, "5 stop strings -> 400")
+    except openai.BadRequestError as ex:
+        check(ex.param == "stop", "5 stop strings -> 400 with param stop")
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
+                                                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city", "unit"], "additionalProperties": False}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "The current time in a time zone",
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 40},
+                                                    "hour24": {"type": "boolean"}},
+                   "required": ["zone", "hour24"], "additionalProperties": False}}}
+
+
+def stream_calls(stream):
+    """tool_calls deltas reassembled by index: [(id, name, arguments)], content, finish_reasons"""
+    calls, content, fins, shape = {}, "", [], True
+    for ch in stream:
+        for x in ch.choices:
+            content += x.delta.content or ""
+            if x.finish_reason:
+                fins.append(x.finish_reason)
+            for d in x.delta.tool_calls or []:
+                if d.index not in calls:  # the first delta: id, type and name
+                    shape &= bool(d.id and d.function.name and d.type == "function")
+                    calls[d.index] = [d.id, d.function.name, ""]
+                else:  # the later ones: arguments only
+                    shape &= not d.id and not d.function.name
+                calls[d.index][2] += d.function.arguments or ""
+    check(shape, "tool_calls deltas: id, type and name in each call's first, arguments only after")
+    return [tuple(calls[i]) for i in sorted(calls)], content, fins
+
+
+def tools(s, label="SmolLM2's own template (no tool syntax: a Hermes system turn)"):
+    """tools with the openai client: required and named calls whose
+    arguments are JSON valid under the tool's schema (jsonschema), the
+    streamed deltas reassembling into the same call, tool_choice none giving
+    prose, a history with tool calls and results, and bad tools -> 400"""
+    openai, c = openai_or_none(s)
+    if not c:
+        return
+    import jsonschema
+    model = c.models.list().data[0].id
+    msgs = [{"role": "user", "content": "What is the weather in Paris right now?"}]
+    schema = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, TIME)}
+
+    def valid(call):
+        try:
+            jsonschema.validate(json.loads(call.function.arguments), schema[call.function.name])
+            return True
+        except (ValueError, jsonschema.ValidationError) as ex:
+            print("  invalid arguments %r: %s" % (call.function.arguments, ex))
+            return False
+    for choice, name in (("required", "get_weather"), ({"type": "function", "function": {"name": "get_time"}},
+                                                         "get_time")):
+        body = dict(model=model, messages=msgs, tools=[WEATHER, TIME], tool_choice=choice, max_tokens=80,
+                    temperature=0)
+        c.chat.completions.create(**body)  # the cached path for the two compared below
+        r = c.chat.completions.create(**body)
+        ch = r.choices[0]
+        calls = ch.message.tool_calls or []
+        check(ch.finish_reason == "tool_calls" and len(calls) == 1 and calls[0].type == "function" and
+              calls[0].function.name == name and valid(calls[0]) and calls[0].id and ch.message.content is None,
+              "%s: tool_choice %s gives one valid %s call: %s" % (label, choice, name, calls))
+        got, content, fins = stream_calls(c.chat.completions.create(**body, stream=True))
+        want = [(x.id.rsplit("_", 1)[1], x.function.name, x.function.arguments) for x in calls]
+        check([(i.rsplit("_", 1)[1], n, a) for i, n, a in got] == want and content == "" and
+              fins == ["tool_calls"], "%s: streamed deltas reassemble into the same call: %s" % (label, got))
+    if label.startswith("SmolLM2"):
+        # auto where this model writes a sentence and then a call: the lazy grammar takes over at
+        # <tool_call>; the prose is the content, streamed alike, the call the same
+        body = dict(model=model, messages=[{"role": "user", "content": "What's the weather like in Berlin? Use a "
+                                                                        "tool."}], tools=[WEATHER, TIME],
+                    max_tokens=80, temperature=0)
+        c.chat.completions.create(**body)
+        r = c.chat.completions.create(**body)
+        calls = r.choices[0].message.tool_calls or []
+        got, content, fins = stream_calls(c.chat.completions.create(**body, stream=True))
+        check(r.choices[0].finish_reason == "tool_calls" and len(calls) == 1 and valid(calls[0]) and
+              r.choices[0].message.content and "<tool_call>" not in r.choices[0].message.content,
+              "auto: prose, then a valid call: %r %s" % (r.choices[0].message.content, calls))
+        check(content == r.choices[0].message.content and fins == ["tool_calls"] and
+              [(n, a) for _, n, a in got] == [(x.function.name, x.function.arguments) for x in calls],
+              "auto: streamed prose and call equal the plain answer: %r %s" % (content, got))
+        r = c.chat.completions.create(model=model, messages=msgs, tools=[WEATHER], tool_choice="required",
+                                      parallel_tool_calls=True, max_tokens=120, temperature=0)
+        calls = r.choices[0].message.tool_calls or []
+        check(len(calls) >= 1 and all(valid(x) for x in calls) and len({x.id for x in calls}) == len(calls),
+              "parallel_tool_calls: %d valid calls with distinct ids" % len(calls))
+    # auto: this small model answers in prose here; the lazy grammar leaves it free, and the
+    # streamed content (held only where it could open a call) equals the plain answer
+    body = dict(model=model, messages=[{"role": "user", "content": "Say hello to Ann."}], tools=[WEATHER],
+                max_tokens=24, temperature=0)
+    c.chat.completions.create(**body)
+    r = c.chat.completions.create(**body)
+    got, content, fins = stream_calls(c.chat.completions.create(**body, stream=True))
+    check(r.choices[0].message.tool_calls is None and r.choices[0].message.content and got == [] and
+          content == r.choices[0].message.content and fins == [r.choices[0].finish_reason],
+          "%s: tool_choice auto answered in prose, streamed alike: %r" % (label, content))
+    r = c.chat.completions.create(model=model, messages=msgs, tools=[WEATHER], tool_choice="none", max_tokens=24,
+                                  temperature=0)
+    plain = c.chat.completions.create(model=model, messages=msgs, max_tokens=24, temperature=0)
+    check(r.choices[0].message.tool_calls is None and r.choices[0].finish_reason != "tool_calls" and
+          r.choices[0].message.content == plain.choices[0].message.content,
+          "%s: tool_choice none gives the plain reply: %r" % (label, r.choices[0].message.content))
+    hist = msgs + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call1", "type": "function", "function": {"name": "get_weather",
+                                                         "arguments": '{"city": "Paris", "unit": "celsius"}'}}]},
+        {"role": "tool", "tool_call_id": "call1", "content": '{"temperature": 21, "sky": "clear"}'}]
+    r = c.chat.completions.create(model=model, messages=hist, tools=[WEATHER], max_tokens=24, temperature=0)
+    check(r.choices[0].finish_reason in ("stop", "length", "tool_calls") and
+          (r.choices[0].message.content or r.choices[0].message.tool_calls),
+          "%s: a history with a tool call and its result renders and answers" % label)
+    return hist
+
+
+def tool_errors(s):
+    openai, c = openai_or_none(s)
+    if not c:
+        return
+    msgs = [{"role": "user", "content": "hi"}]
+    cases = [("tools not a list", {"tools": {"type": "function"}}, "tools"),
+             ("a tool without function.name", {"tools": [{"type": "function", "function": {"parameters": {}}}]},
+              "tools[0].function.name"),
+             ("a tool of another type", {"tools": [{"type": "retrieval", "function": {"name": "x"}}]}, "tools[0]"),
+             ("tool_choice naming an unknown function",
+              {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+             ("tool_choice not a choice", {"tools": [WEATHER], "tool_choice": "always"}, "tool_choice"),
+             ("tool_choice required without tools", {"tool_choice": "required"}, "tool_choice"),
+             ("tools with response_format", {"tools": [WEATHER], "response_format": {"type": "json_object"}},
+              "tools")]
+    for name, extra, param in cases:
+        try:
+            c.chat.completions.create(model="SmolLM2-135M-Instruct.Q4_1", messages=msgs, max_tokens=2,
+                                      extra_body=extra)
+            check(False, "%s -> 400" % name)
+        except openai.BadRequestError as ex:
+            check(ex.status_code == 400 and ex.param == param, "%s -> 400 param %s (%s)" % (name, param, ex.param))
+
+
+def tool_templates():
+    """templates that render tools themselves (tests/fixtures/chat_templates):
+    the prompt is the Qwen2.5 template as Python jinja2 renders it with the
+    tools and the history (token count equal to `tallow tokenize`), and the
+    Llama-3.1 and Mistral syntaxes are picked from their templates, forced
+    by the grammar and parsed back into tool_calls"""
+    fx = os.path.join(ROOT, "tests", "fixtures", "chat_templates")
+    import jinja2.sandbox
+    s = Server("-np", "2", "-c", "4096", "--chat-template", os.path.join(fx, "qwen2.5-7b-instruct.jinja"))
+    try:
+        hist = tools(s, "the Qwen2.5 template")
+        env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.filters["tojson"] = lambda x, indent=None, **kw: json.dumps(x, ensure_ascii=False, indent=indent)
+        # HF's form of the OpenAI messages: arguments as a mapping, null content as ""
+        hf = json.loads(json.dumps(hist))
+        hf[1]["content"] = ""
+        hf[1]["tool_calls"][0]["function"]["arguments"] = {"city": "Paris", "unit": "celsius"}
+        src = open(os.path.join(fx, "qwen2.5-7b-instruct.jinja")).read()
+        text = env.from_string(src).render(messages=hf, tools=[WEATHER], add_generation_prompt=True)
+        ref = len(json.loads(subprocess.run([BIN, "tokenize", "-m", MODEL, "--raw", "--ids", "-f", "-"], input=text,
+                                            capture_output=True, text=True).stdout))
+        st, js, _ = s.post("/v1/chat/completions", {"messages": hist, "tools": [WEATHER], "max_tokens": 1})
+        check(st == 200 and js["usage"]["prompt_tokens"] == ref,
+              "Qwen2.5 template: the prompt with tools and history is jinja2's (%s vs %d tokens)" %
+              (js["usage"]["prompt_tokens"] if st == 200 else js, ref))
+    finally:
+        s.stop()
+    for tmpl, syntax in (("llama-3.1-8b-instruct.jinja", r'(<\|python_tag\|>\s*)?\{\s*"name"[^}]*"parameters"'),
+                         ("mistral-nemo-instruct-2407.jinja", r'\[TOOL_CALLS\]\s*\[\s*\{\s*"name"')):
+        s = Server("-np", "2", "-c", "4096", "--chat-template", os.path.join(fx, tmpl))
+        try:
+            body = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": [WEATHER],
+                    "tool_choice": "required", "max_tokens": 80, "temperature": 0}
+            st, js, _ = s.post("/v1/chat/completions", {**body, "logprobs": True})
+            calls = js["choices"][0]["message"].get("tool_calls") if st == 200 else None
+            raw = "".join(t["token"] for t in js["choices"][0]["logprobs"]["content"]) if st == 200 else ""
+            check(re.match(syntax, raw) is not None, "%s: the model wrote its syntax: %r" % (tmpl, raw))
+            try:
+                args = json.loads(calls[0]["function"]["arguments"])
+                ok = calls[0]["function"]["name"] == "get_weather" and set(args) == {"city", "unit"}
+            except (TypeError, ValueError, KeyError, IndexError):
+                ok = False
+            check(ok and js["choices"][0]["finish_reason"] == "tool_calls",
+                  "%s: its tool-call syntax, parsed into tool_calls: %s" % (tmpl, calls if st == 200 else js))
+            st, chunks, done = s.stream("/v1/chat/completions", body)
+            args = "".join(d["function"].get("arguments", "") for ch in chunks if ch.get("choices")
+                           for d in ch["choices"][0]["delta"].get("tool_calls", []))
+            check(ok and args == calls[0]["function"]["arguments"], "%s: streamed arguments equal: %r" % (tmpl, args))
+            # the call and its result back in the history render through the template
+            hist = body["messages"] + [{"role": "assistant", "content": None, "tool_calls": calls},
+                                       {"role": "tool", "tool_call_id": calls[0]["id"] if calls else "",
+                                        "content": '{"temperature": 21}'}]
+            st, js, _ = s.post("/v1/chat/completions", {**body, "messages": hist, "tool_choice": "auto",
+                                                        "max_tokens": 8})
+            check(st == 200, "%s: the history with our call and its result renders: %s" % (tmpl, st if st == 200 else js))
+        finally:
+            s.stop()
+
+
 def errors(s):
     chat = "/v1/chat/completions"
     good = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -654,6 +926,9 @@ def main():
         logprobs_embeddings(s)
         structured(s)
         openai_client(s)
+        stops(s)
+        tools(s)
+        tool_errors(s)
         errors(s)
         load(s)
     finally:
@@ -662,6 +937,7 @@ def main():
     concurrent_exact()
     preemption()
     lora()
+    tool_templates()
     limits()
     print("%d failure(s)" % failures)
     sys.exit(1 if failures else 0)

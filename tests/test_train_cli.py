@@ -65,6 +65,14 @@ with tempfile.TemporaryDirectory() as d:
         i += 12 + n
     raw = zlib.decompress(idat)
     check(w > 0 and len(raw) == h * (w * 3 + 1), "png pixel data size")
+    if w > 0 and len(raw) == h * (w * 3 + 1):
+        def black(x, y):
+            o = y * (w * 3 + 1) + 1 + x * 3
+            return raw[o:o + 3] == b"\0\0\0"
+        # axes are labelled: ink left of the y axis (tick labels) and below the x axis (ticks, title)
+        left = sum(black(x, y) for y in range(h // 6, h - h // 6) for x in range(w // 16))
+        below = sum(black(x, y) for y in range(h - h // 12, h) for x in range(w // 3, 2 * w // 3))
+        check(left > 50 and below > 20, f"loss.png has tick labels and an x title: {left} / {below} black px")
     # resume: 10 more steps continue from step 20
     r = subprocess.run(args[:args.index("--steps") + 1] + ["30"] + args[args.index("--steps") + 2:] +
                        ["--resume", os.path.join(out, "ckpt.safetensors")], capture_output=True, text=True)
@@ -93,6 +101,48 @@ with tempfile.TemporaryDirectory() as d:
     r = subprocess.run([BIN, "run", "-m", gg, "-p", "the cat", "-n", "8", "--temp", "0", "-c", "32"],
                        capture_output=True, text=True)
     check(r.returncode == 0 and r.stdout.startswith("the cat"), "tallow run on the export: " + r.stderr[-300:])
+
+# usage errors, and what to pass on a fresh clone
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = "examples/data/austen-sense.txt"
+check(os.path.getsize(os.path.join(ROOT, SAMPLE)) > 50000, "the shipped sample text is there")
+r = subprocess.run([BIN, "train", "--text", SAMPLE, "--steps", "0"], capture_output=True, text=True, cwd=ROOT)
+check(r.returncode == 2 and "--steps expects an integer in [1," in r.stderr, "--steps 0 is an error: " + r.stderr)
+r = subprocess.run([BIN, "train", "--text", "../nonexistent/corpus.txt"], capture_output=True, text=True, cwd=ROOT)
+check(r.returncode == 1 and "../nonexistent/corpus.txt" in r.stderr and SAMPLE in r.stderr,
+      "missing --text says what to pass: " + r.stderr)
+r = subprocess.run([BIN, "train"], capture_output=True, text=True, cwd=ROOT)
+check(r.returncode == 2 and "need --text" in r.stderr and SAMPLE in r.stderr, "no --text: " + r.stderr[:300])
+
+# Ctrl-C: the step in progress ends, the checkpoint is written, status 130; --resume continues from it
+with tempfile.TemporaryDirectory() as d:
+    import signal
+    import time
+    out = os.path.join(d, "int")
+    base = [BIN, "train", "--text", SAMPLE, "--layers", "1", "--dim", "32", "--heads", "2", "--ctx", "32",
+            "--batch", "4", "--eval-every", "0", "--sample-len", "0", "-t", "2", "--out", out]
+    p = subprocess.Popen(base + ["--steps", "1000000"], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    log = os.path.join(out, "log.csv")
+    t_end = time.time() + 120
+    while time.time() < t_end and not (os.path.exists(log) and os.path.getsize(log) > 200):
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    import re
+    m = re.search(r"interrupted at step (\d+) of 1000000", err)
+    ck = os.path.join(out, "ckpt.safetensors")
+    check(p.returncode == 130 and m and os.path.exists(ck) and os.path.exists(os.path.join(out, "loss.png")),
+          f"SIGINT writes a checkpoint (rc {p.returncode}): " + err[-400:])
+    if m:
+        n = int(m.group(1))
+        rows = list(csv.DictReader(open(log)))
+        check(len(rows) == n and rows[-1]["step"] == str(n), f"log has the {n} steps run: {len(rows)}")
+        r = subprocess.run(base + ["--steps", str(n + 3), "--resume", ck], capture_output=True, text=True, cwd=ROOT)
+        check(r.returncode == 0 and f"at step {n}" in r.stderr, "resume after SIGINT: " + r.stderr[-300:])
+        rows = list(csv.DictReader(open(log)))
+        check(len(rows) == n + 3, f"resumed log rows {len(rows)}")
+        r = subprocess.run(base + ["--steps", str(n), "--resume", ck], capture_output=True, text=True, cwd=ROOT)
+        check(r.returncode == 1 and "nothing to do" in r.stderr, "resume at --steps reached: " + r.stderr[-300:])
 
 SMOL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models",
                     "SmolLM2-135M-Instruct.Q4_1.gguf")

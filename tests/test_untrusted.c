@@ -105,6 +105,28 @@ static void test_tokenizer_json(void) {
     end("tokenizer.json: 2 tokens over 4 ids", st, true, NULL);
     if (st == TL_OK) CHECK(tok_n_vocab(v) == 4, "n_vocab %d", tok_n_vocab(v));
     tok_free(v), v = NULL;
+    /* eight Replace normalizers, each turning a space into 1000 spaces: the
+     * text would grow 1000^8 times */
+    static char json[16384];
+    char spaces[1001];
+    memset(spaces, ' ', 1000);
+    spaces[1000] = 0;
+    int n = snprintf(json, sizeof json, "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[");
+    for (int i = 0; i < 8; i++)
+        n += snprintf(json + n, sizeof json - (size_t)n,
+                      "%s{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"%s\"}", i ? "," : "",
+                      spaces);
+    snprintf(json + n, sizeof json - (size_t)n, "]},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\" \":1},"
+                                                "\"merges\":[]}}");
+    st = load_tok_json(json, &v);
+    CHECK(st == TL_OK, "growing normalizers load: %s", tl_last_error());
+    if (st == TL_OK) {
+        int32_t ids[64], nid = 0;
+        begin();
+        st = tok_encode(v, "a a a", 5, false, false, ids, 64, &nid);
+        end("tokenizer.json: 8 Replace ops, 1 space -> 1000", st, false, "TOK_MAX_NORM_GROWTH");
+    }
+    tok_free(v), v = NULL;
 }
 
 static void test_encoder_json(void) {

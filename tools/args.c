@@ -67,7 +67,8 @@ bool args_str(int argc, char **argv, int *i, const char **out) {
 }
 
 char *args_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    bool std_in = !strcmp(path, "-");
+    FILE *f = std_in ? stdin : fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
@@ -94,7 +95,7 @@ char *args_read_file(const char *path, size_t *len) {
         free(buf);
         buf = NULL;
     }
-    fclose(f);
+    if (!std_in) fclose(f);
     if (buf) {
         buf[n] = 0;
         if (len) *len = n;

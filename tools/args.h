@@ -31,7 +31,7 @@ bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *o
 
 bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, bool *ok);
 
-/* Read a whole file into a NUL-terminated malloc'd buffer (max 1 GiB). */
+/* Read a whole file ("-": stdin) into a NUL-terminated malloc'd buffer (max 1 GiB). */
 char *args_read_file(const char *path, size_t *len);
 
 #endif

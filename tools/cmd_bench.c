@@ -35,7 +35,7 @@ static void bench_usage(FILE *f) {
             "  -p N        prompt tokens (default 512; 0 = skip)\n"
             "  -n N        generated tokens (default 128; 0 = skip)\n"
             "  -d N        depth: tokens of context before each test (default 0)\n"
-            "  -t LIST     threads, comma separated (default: all cores)\n"
+            "  -t, --threads LIST  threads, comma separated (default: all cores)\n"
             "  -r N        repetitions (default 5; batched mode 1)\n"
             "  -npp LIST -ntg LIST -npl LIST   batched mode (llama-batched-bench): prompt\n"
             "              tokens, generated tokens and sequences, comma separated\n"
@@ -346,7 +346,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-p")) ok = args_int(argc, argv, &i, 0, 1 << 20, &o->n_prompt);
         else if (!strcmp(a, "-n")) ok = args_int(argc, argv, &i, 0, 1 << 20, &o->n_gen);
         else if (!strcmp(a, "-d")) ok = args_int(argc, argv, &i, 0, 1 << 24, &o->depth);
-        else if (!strcmp(a, "-t")) ok = args_str(argc, argv, &i, &threads);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_str(argc, argv, &i, &threads);
         else if (!strcmp(a, "-r")) ok = args_int(argc, argv, &i, 1, 1000, &o->reps), reps_set = true;
         else if (!strcmp(a, "-ub")) ok = args_int(argc, argv, &i, 1, 1 << 16, &o->ubatch);
         else if (!strcmp(a, "-npp")) ok = args_str(argc, argv, &i, &npp);

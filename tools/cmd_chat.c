@@ -6,7 +6,7 @@
  * that point first), so earlier turns are not prefilled again. Replies
  * stream as they are sampled. Ctrl-C (SIGINT) stops the current reply and
  * keeps the conversation (the partial reply stays in it); at the prompt it
- * just cancels the line. Ctrl-D (EOF) exits cleanly. When the conversation
+ * just cancels the line. Ctrl-D (EOF) exits cleanly; /help lists the slash commands. When the conversation
  * outgrows the context, the oldest turns (after the system message) are
  * dropped. Uses only the public API (tallow.h). */
 #include <errno.h>
@@ -21,12 +21,19 @@
 #include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
+#include "prefill.h"
 #include "tallow.h"
 
 /* used when the model has no template: ChatML, the most common format */
 static const char chat_chatml[] =
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/* the slash commands, handled here and never sent to the model */
+#define CHAT_COMMANDS_HELP                                        \
+    "  /help, /?      list these commands\n"                     \
+    "  /reset         clear the conversation (keeps --system)\n" \
+    "  /exit, /quit   leave (as Ctrl-D)\n"
 
 static volatile sig_atomic_t chat_sigint;
 
@@ -51,8 +58,8 @@ static void chat_usage(FILE *f) {
             ARGS_GRAMMAR_USAGE
             ARGS_LORA_USAGE
             "  -v                  verbose loading\n"
-            "In the chat: Ctrl-C stops a reply, Ctrl-D exits, a line ending in \\ continues,\n"
-            "/reset clears the conversation, /exit quits.\n");
+            "In the chat: Ctrl-C stops a reply, Ctrl-D exits, a line ending in \\ continues.\n"
+            CHAT_COMMANDS_HELP);
 }
 
 typedef struct chat_hist {
@@ -245,7 +252,8 @@ int cmd_chat(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old_sa);
 
     bool tty = isatty(STDIN_FILENO);
-    fprintf(stderr, "tallow chat: %s (%s, %d-token context). Ctrl-C stops a reply, Ctrl-D exits.\n",
+    fprintf(stderr,
+            "tallow chat: %s (%s, %d-token context). Ctrl-C stops a reply, Ctrl-D exits, /help lists commands.\n",
             info.name ? info.name : model_path, info.arch ? info.arch : "?", n_ctx);
 
     for (;;) {
@@ -268,6 +276,10 @@ int cmd_chat(int argc, char **argv) {
         }
         if (line[0] == 0) continue;
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+        if (!strcmp(line, "/help") || !strcmp(line, "/?")) {
+            fputs(CHAT_COMMANDS_HELP, stderr);
+            continue;
+        }
         if (!strcmp(line, "/reset")) {
             while (hist.n > (system_msg ? 1 : 0)) hist_drop(&hist, hist.n - 1);
             fprintf(stderr, "(conversation cleared)\n");
@@ -324,7 +336,7 @@ int cmd_chat(int argc, char **argv) {
         n_cached = common;
         const float *logits;
         int64_t t0 = tl_time_us();
-        st = tl_session_eval(s, toks + common, n_new - common, &logits);
+        st = prefill_eval(s, toks + common, n_new - common, sp.n_batch, mp.verbose, &logits);
         if (st) goto fail;
         memcpy(cache + common, toks + common, (size_t)(n_new - common) * sizeof *toks);
         n_cached = n_new;

@@ -19,7 +19,7 @@ static void lora_usage(FILE *f) {
                "  -o FILE   output model (written as FILE.tmp, then renamed)\n"
                "  --type T  type of the merged weights (default: each keeps its own; f32, f16,\n"
                "            bf16, q8_0, q4_0, q4_k, ...); other tensors are copied unchanged\n"
-               "  -t N      threads (default 1)\n");
+               "  -t, --threads N  threads (default 1)\n");
 }
 
 int cmd_lora(int argc, char **argv) {
@@ -41,7 +41,7 @@ int cmd_lora(int argc, char **argv) {
         bool ok = true;
         if (!strcmp(a, "-o")) ok = args_str(argc, argv, &i, &out);
         else if (!strcmp(a, "--type")) ok = args_str(argc, argv, &i, &type);
-        else if (!strcmp(a, "-t")) ok = args_int(argc, argv, &i, 1, 1024, &n_threads);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 1, 1024, &n_threads);
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "tallow lora: unknown option '%s'\n", a);
             ok = false;

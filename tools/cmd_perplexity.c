@@ -22,7 +22,7 @@ static void ppl_usage(FILE *f) {
             "usage: tallow perplexity -m MODEL.gguf -f TEXT [options]\n"
             "  -c N        chunk (context) length (default 512)\n"
             "  --chunks N  evaluate at most N chunks (default: all)\n"
-            "  -t N        threads (default: all cores)\n"
+            "  -t, --threads N  threads (default: all cores)\n"
             ARGS_LORA_USAGE
             "  -b N        batch size (default: min(512, c))\n");
 }
@@ -38,7 +38,7 @@ int cmd_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "-f")) ok = args_str(argc, argv, &i, &text_path);
         else if (!strcmp(a, "-c")) ok = args_int(argc, argv, &i, 8, 1 << 20, &n_ctx);
         else if (!strcmp(a, "--chunks")) ok = args_int(argc, argv, &i, 1, 1 << 30, &max_chunks);
-        else if (!strcmp(a, "-t")) ok = args_int(argc, argv, &i, 1, 1024, &n_threads);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 1, 1024, &n_threads);
         else if (!strcmp(a, "-b")) ok = args_int(argc, argv, &i, 1, 1 << 16, &n_batch);
         else if (args_lora_flag(argc, argv, &i, &la, &ok)) {
             /* --lora FILE[:SCALE]: parsed (ok says whether it was good) */

@@ -1,4 +1,12 @@
-/* tallow run: load a model, prefill a prompt, stream a continuation. */
+/* tallow run: load a model, prefill a prompt, stream a continuation.
+ *
+ * At the end of the context it stops and says so, or with --context-shift
+ * drops the oldest half of the tokens after the first --keep ones and goes on
+ * (llama.cpp's context shift). tallow's KV cache keeps each sequence at
+ * positions 0..len-1, so the shift rewinds the session to the kept prefix and
+ * prefills the surviving tail again at its new positions (no RoPE rotation of
+ * cached keys). A failed write on stdout stops the run with status 1. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,15 +16,19 @@
 #include "args_lora.h"
 #include "base/timer.h"
 #include "commands.h"
+#include "prefill.h"
 #include "tallow.h"
 
 static void run_usage(FILE *f) {
     fprintf(f,
-            "usage: tallow run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
+            "usage: tallow run -m MODEL.gguf (-p PROMPT | -f FILE) [options]   (-f -: read the prompt from stdin)\n"
             "  -n N                tokens to generate (default 128; -1: until EOS or context end)\n"
             "  -t N                threads (default: all cores)\n"
             "  -c N                context length (default: min(model, 4096))\n"
             "  -b N                prompt batch size (default 512)\n"
+            "  --context-shift     at the end of the context drop the oldest half of the tokens after\n"
+            "                      the kept ones and go on (default: stop there, with a message)\n"
+            "  --keep N            prompt tokens a context shift keeps (default 0, -1: all; BOS always)\n"
             "  --temp X            temperature (default 0.8; 0 = greedy)\n"
             "  --top-k N           (default 40; 0 = off)\n"
             "  --top-p X           (default 0.95; 1 = off)\n"
@@ -32,7 +44,13 @@ static void run_usage(FILE *f) {
             ARGS_SAMPLER_USAGE
             ARGS_GRAMMAR_USAGE
             ARGS_LORA_USAGE
-            "  -v                  verbose loading\n");
+            "  -v                  verbose loading, prompt progress and context shifts\n");
+}
+
+/* Write generated text through to stdout; false when the write failed. */
+static bool run_write(const char *p, size_t n) {
+    if (n && fwrite(p, 1, n, stdout) != n) return false;
+    return fflush(stdout) == 0;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -42,7 +60,8 @@ int cmd_run(int argc, char **argv) {
     tl_sampler_params smp = tl_sampler_default_params();
     tl_model_params mp = tl_model_default_params();
     smp.seed = 24301;
-    bool ignore_eos = false, parse_special = true;
+    bool ignore_eos = false, parse_special = true, ctx_shift = false;
+    int32_t keep = 0;
     args_lora la = {0};
     args_grammar ag = {0};
     for (int i = 1; i < argc; i++) {
@@ -55,6 +74,8 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 1, 1024, &sp.n_threads);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) ok = args_int(argc, argv, &i, 1, 1 << 24, &sp.n_ctx);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) ok = args_int(argc, argv, &i, 1, 1 << 16, &sp.n_batch);
+        else if (!strcmp(a, "--context-shift")) ctx_shift = true;
+        else if (!strcmp(a, "--keep")) ok = args_int(argc, argv, &i, -1, 1 << 24, &keep);
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-special")) parse_special = false;
         else if (args_model_flag(argc, argv, &i, &mp, &ok) || args_sampler_flag(argc, argv, &i, &smp, &ok) ||
@@ -83,7 +104,8 @@ int cmd_run(int argc, char **argv) {
     if (prompt_file) {
         file_text = args_read_file(prompt_file, &plen);
         if (!file_text) {
-            fprintf(stderr, "tallow run: cannot read prompt file '%s'\n", prompt_file);
+            fprintf(stderr, "tallow run: cannot read prompt %s '%s': %s\n", strcmp(prompt_file, "-") ? "file" : "from",
+                    strcmp(prompt_file, "-") ? prompt_file : "stdin", strerror(errno));
             return 1;
         }
         prompt = file_text;
@@ -126,23 +148,33 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "tallow run: the prompt is empty and the model adds no BOS token\n");
         goto out;
     }
-    fwrite(prompt, 1, plen, stdout);
-    fflush(stdout);
+    /* tokens a context shift keeps: --keep of the prompt, after its BOS */
+    int32_t n_keep = keep < 0 ? n_prompt : keep + (toks[0] == tl_token_bos(m) ? 1 : 0);
+    if (n_keep > n_prompt) n_keep = n_prompt;
+    if (ctx_shift && n_keep > n_ctx - 2) {
+        fprintf(stderr,
+                "tallow run: --keep leaves no room to shift: %d of the %d-token context kept "
+                "(lower --keep or raise -c)\n",
+                n_keep, n_ctx);
+        goto out;
+    }
 
     for (int32_t i = 0; i < n_prompt; i++) tl_sampler_accept(sampler, toks[i]);
     /* after the prompt: the grammar constrains the generated tokens only */
     if (ag.grammar) tl_sampler_set_grammar(sampler, ag.grammar);
     const float *logits;
     int64_t t1 = tl_time_us();
-    if ((st = tl_session_eval(s, toks, n_prompt, &logits))) goto fail;
+    if ((st = prefill_eval(s, toks, n_prompt, sp.n_batch, mp.verbose, &logits))) goto fail;
     int64_t t_prompt = tl_time_us() - t1;
+    if (!run_write(prompt, plen)) goto write_fail;
 
-    int32_t n_gen = 0;
+    /* toks[0..n_toks) mirrors what the KV cache holds */
+    int32_t n_gen = 0, n_toks = n_prompt, n_shifts = 0;
     char buf[256];
     size_t nb;
     const char *rel;
     size_t n_rel;
-    bool stopped = false;
+    bool stopped = false, ctx_full = false;
     int64_t t2 = tl_time_us();
     while (n_predict < 0 || n_gen < n_predict) {
         int32_t tok = tl_sampler_sample(sampler, logits);
@@ -155,27 +187,58 @@ int cmd_run(int argc, char **argv) {
         n_gen++;
         if ((st = tl_detok_push(dt, tok, buf, sizeof buf, &nb))) goto fail;
         if ((st = tl_stop_push(ag.stop, buf, nb, &rel, &n_rel, &stopped))) goto fail;
-        fwrite(rel, 1, n_rel, stdout);
-        fflush(stdout);
-        if (stopped) break;
-        if (tl_session_pos(s) >= n_ctx) break;
-        if ((st = tl_session_eval(s, &tok, 1, &logits))) goto fail;
+        if (!run_write(rel, n_rel)) goto write_fail;
+        if (stopped || (n_predict >= 0 && n_gen >= n_predict)) break;
+        if (n_toks < n_ctx) {
+            toks[n_toks++] = tok;
+            if ((st = tl_session_eval(s, &tok, 1, &logits))) goto fail;
+            continue;
+        }
+        if (!ctx_shift) {
+            ctx_full = true;
+            break;
+        }
+        int32_t n_discard = (n_toks - n_keep) / 2;
+        memmove(toks + n_keep, toks + n_keep + n_discard, (size_t)(n_toks - n_keep - n_discard) * sizeof *toks);
+        n_toks -= n_discard;
+        toks[n_toks++] = tok;
+        if (mp.verbose)
+            fprintf(stderr, "\n(context shift: dropped %d tokens after the first %d, prefilling %d again)\n", n_discard,
+                    n_keep, n_toks - n_keep);
+        if ((st = tl_session_rewind(s, n_keep))) goto fail;
+        /* a progress line only after the -v message: else the cursor is inside the output's last line */
+        if ((st = mp.verbose ? prefill_eval(s, toks + n_keep, n_toks - n_keep, sp.n_batch, true, &logits)
+                             : tl_session_eval(s, toks + n_keep, n_toks - n_keep, &logits)))
+            goto fail;
+        n_shifts++;
     }
     int64_t t_gen = tl_time_us() - t2;
     if ((st = tl_detok_flush(dt, buf, sizeof buf, &nb))) goto fail;
     if (!stopped) {
         if ((st = tl_stop_push(ag.stop, buf, nb, &rel, &n_rel, &stopped))) goto fail;
-        fwrite(rel, 1, n_rel, stdout);
-        if (!stopped && !(st = tl_stop_flush(ag.stop, &rel, &n_rel))) fwrite(rel, 1, n_rel, stdout);
+        if (!run_write(rel, n_rel)) goto write_fail;
+        if (!stopped && !(st = tl_stop_flush(ag.stop, &rel, &n_rel)) && !run_write(rel, n_rel)) goto write_fail;
+    }
+    if (ctx_full) {
+        if (n_predict < 0)
+            fprintf(stderr, "\ntallow run: the %d-token context is full: stopped after %d generated tokens "
+                            "(raise -c, or --context-shift)\n", n_ctx, n_gen);
+        else
+            fprintf(stderr, "\ntallow run: the %d-token context is full: stopped after %d of %d tokens "
+                            "(raise -c, or --context-shift)\n", n_ctx, n_gen, n_predict);
     }
     if (ag.grammar && !stopped && !tl_grammar_can_end(ag.grammar))
         fprintf(stderr, "\ntallow run: the output stopped before the grammar was complete (raise -n)\n");
-    printf("\n");
-    fflush(stdout);
-    fprintf(stderr, "\nload: %.1f ms | prompt: %d tokens in %.1f ms (%.2f t/s) | generation: %d tokens in %.1f ms (%.2f t/s)\n",
+    if (!run_write("\n", 1)) goto write_fail;
+    fprintf(stderr, "\nload: %.1f ms | prompt: %d tokens in %.1f ms (%.2f t/s) | generation: %d tokens in %.1f ms (%.2f t/s)",
             t_load / 1e3, n_prompt, t_prompt / 1e3, n_prompt * 1e6 / (t_prompt ? t_prompt : 1), n_gen, t_gen / 1e3,
             n_gen ? n_gen * 1e6 / (t_gen ? t_gen : 1) : 0.0);
+    if (n_shifts) fprintf(stderr, " | %d context shift%s", n_shifts, n_shifts > 1 ? "s" : "");
+    fputc('\n', stderr);
     rc = 0;
+    goto out;
+write_fail:
+    fprintf(stderr, "\ntallow run: cannot write the output: %s\n", errno ? strerror(errno) : "write error");
     goto out;
 fail:
     fprintf(stderr, "tallow run: %s\n", tl_last_error());

@@ -11,6 +11,9 @@
  * The tokenizer is a minimal GPT-2-style byte-level vocabulary (256 byte
  * tokens, a few merges, BOS/EOS) padded with unused tokens to n_vocab, so
  * the engine loads and tokenizes with it.
+ * With --lora-rank R it writes instead a random LoRA adapter for that shape
+ * (llama.cpp's adapter layout, f16 lora_a/lora_b on all seven projections of
+ * every layer), so adapter speed can be measured on the same synthetic model.
  * Owns: the tensor buffers until written. Calls: io/gguf writer, quant,
  * base/threadpool. */
 #include <math.h>
@@ -121,7 +124,9 @@ static void synth_usage(FILE *f) {
             "  --layers N   override the layer count (quick tests)\n"
             "  --std X      weight standard deviation (default 0.02)\n"
             "  --seed N     (default 1)\n"
-            "  -t N         threads (default: all cores)\n"
+            "  --lora-rank R   write a random rank-R LoRA adapter for the shape instead\n"
+            "  --lora-alpha A  its alpha (default R, so the scale is 1)\n"
+            "  -t, --threads N  threads (default: all cores)\n"
             "  -o FILE      output path\n");
 }
 
@@ -181,8 +186,9 @@ static tl_status synth_vocab(gguf_writer *w, int32_t n_vocab, char ***tok_out, i
 int cmd_synth(int argc, char **argv) {
     const char *shape_name = NULL, *arch = NULL, *type_name = "f16", *out = NULL;
     int32_t n_layers = 0, n_threads = 0;
-    float std = 0.02f;
+    float std = 0.02f, lora_alpha = 0;
     uint64_t seed = 1;
+    int32_t lora_rank = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -194,9 +200,11 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--type")) ok = args_str(argc, argv, &i, &type_name);
         else if (!strcmp(a, "-o")) ok = args_str(argc, argv, &i, &out);
         else if (!strcmp(a, "--layers")) ok = args_int(argc, argv, &i, 1, 1024, &n_layers);
-        else if (!strcmp(a, "-t")) ok = args_int(argc, argv, &i, 1, 1024, &n_threads);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 1, 1024, &n_threads);
         else if (!strcmp(a, "--std")) ok = args_float(argc, argv, &i, 1e-6, 10, &std);
         else if (!strcmp(a, "--seed")) ok = args_u64(argc, argv, &i, &seed);
+        else if (!strcmp(a, "--lora-rank")) ok = args_int(argc, argv, &i, 1, 4096, &lora_rank);
+        else if (!strcmp(a, "--lora-alpha")) ok = args_float(argc, argv, &i, 1e-6, 1e6, &lora_alpha);
         else {
             fprintf(stderr, "tallow synth: unknown option '%s'\n", a);
             synth_usage(stderr);
@@ -251,7 +259,7 @@ int cmd_synth(int argc, char **argv) {
     int32_t e = sh->n_embd, hd = sh->head_dim, qd = sh->n_head * hd, kvd = sh->n_head_kv * hd;
 
     /* tensor list */
-    size_t cap = (size_t)nl * 13 + 8, nt = 0;
+    size_t cap = (size_t)nl * 14 + 8, nt = 0;
     synth_tensor *ts = calloc(cap, sizeof *ts);
     float *rf = NULL;
     if (!ts) return 1;
@@ -266,6 +274,20 @@ int cmd_synth(int argc, char **argv) {
         if ((N1) <= 0) t_->ne[1] = 1;                                                               \
         t_->value = (VAL);                                                                          \
     } while (0)
+    if (lora_rank > 0) {
+        /* per projection: n_in, n_out; lora_a is [n_in, rank], lora_b [rank, n_out] */
+        static const char *proj[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+        const int32_t pin[7] = {e, e, e, qd, e, e, sh->n_ff}, pout[7] = {qd, kvd, kvd, e, sh->n_ff, sh->n_ff, e};
+        char an[64];
+        for (int il = 0; il < nl; il++)
+            for (int p = 0; p < 7; p++) {
+                snprintf(an, sizeof an, "blk.%d.%s.weight.lora_a", il, proj[p]);
+                ADD(an, TL_TYPE_F16, pin[p], lora_rank, 0.0f);
+                snprintf(an, sizeof an, "blk.%d.%s.weight.lora_b", il, proj[p]);
+                ADD(an, TL_TYPE_F16, lora_rank, pout[p], 0.0f);
+            }
+        goto listed;
+    }
     ADD("token_embd.weight", temb, e, sh->n_vocab, 0.0f);
     ADD("output_norm.weight", TL_TYPE_F32, e, 0, 1.0f);
     if (!sh->tied) ADD("output.weight", tout, e, sh->n_vocab, 0.0f);
@@ -310,6 +332,7 @@ int cmd_synth(int argc, char **argv) {
         L("ffn_down.weight", tv, sh->n_ff, e, 0.0f);
 #undef L
     }
+listed:
 #undef ADD
 
     gguf_writer *w = NULL;
@@ -323,6 +346,13 @@ int cmd_synth(int argc, char **argv) {
     char key[96];
 #define KEY(K) (snprintf(key, sizeof key, "%s.%s", arch, K), key)
     s = gguf_writer_set_str(w, "general.architecture", arch);
+    if (lora_rank > 0) {
+        if (!s) s = gguf_writer_set_str(w, "general.type", "adapter");
+        if (!s) s = gguf_writer_set_str(w, "adapter.type", "lora");
+        if (!s) s = gguf_writer_set_f32(w, "adapter.lora.alpha", lora_alpha > 0 ? lora_alpha : (float)lora_rank);
+        if (s) goto done;
+        goto tensors;
+    }
     if (!s) {
         char gname[96];
         snprintf(gname, sizeof gname, "synthetic %s %s", sh->name, type_name);
@@ -344,6 +374,7 @@ int cmd_synth(int argc, char **argv) {
     if (!s) s = synth_vocab(w, sh->n_vocab, &toks, &types);
     if (s) goto done;
 
+tensors:;
     int64_t t0 = tl_time_us();
     uint64_t total = 0;
     for (size_t i = 0; i < nt; i++) {

@@ -7,14 +7,19 @@
  * (step, loss, lr, tokens/s, ETA), evaluates validation loss and prints a
  * short sample every --eval-every steps, and writes into --out DIR:
  * log.csv (step,lr,train_loss,val_loss,grad_norm,tok_per_s,cpu_ms: process CPU
- * time of the step, all threads), loss.png (the
- * loss curve: train blue, validation red), ckpt.safetensors (model +
+ * time of the step, all threads), loss.png (the loss curve with axes, ticks
+ * and a legend: train blue, validation red), ckpt.safetensors (model +
  * optimizer + step + RNG; --resume continues from it bit-identically).
- * Uses the training framework (src/train) and io/png directly.
+ * Ctrl-C (SIGINT) ends the run after the step in progress, writing the
+ * checkpoint, log and plot first; a second Ctrl-C kills at once. The handler
+ * only sets a flag (the library installs no handlers).
+ * Uses the training framework (src/train) and io/plot directly.
  * Owns: the model, optimizer, dataset of the run. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -24,13 +29,16 @@
 #include "base/cpu.h"
 #include "base/timer.h"
 #include "commands.h"
-#include "io/png.h"
+#include "io/plot.h"
 #include "text/tokenizer.h"
 #include "tallow_train.h"
 
+/* a public-domain text the repository ships, for a first run */
+#define TRAIN_SAMPLE_TEXT "examples/data/austen-sense.txt"
+
 static void train_usage(FILE *f) {
     fprintf(f,
-            "usage: tallow train --text FILE [options]\n"
+            "usage: tallow train --text FILE [options]   (any UTF-8 text, e.g. " TRAIN_SAMPLE_TEXT ")\n"
             "  --arch gpt2|llama   model family (default llama)\n"
             "  --tokenizer FILE    tokenize with a GGUF model's vocabulary or an HF tokenizer.json\n"
             "                      (vocab = its size; default: bytes, vocab 256)\n"
@@ -47,7 +55,15 @@ static void train_usage(FILE *f) {
             "  --eval-every N --eval-batches N   validation cadence (100) and size (8)\n"
             "  --ckpt-every N      also checkpoint every N steps (0: only at the end)\n"
             "  --sample-len N      tokens of sample text printed at each eval (64; 0 off)\n"
-            "  --threads N --seed N --out DIR (default train-out) --resume CKPT\n");
+            "  -t, --threads N --seed N --out DIR (default train-out) --resume CKPT\n"
+            "Ctrl-C stops after the current step and writes the checkpoint (exit status 130).\n");
+}
+
+static volatile sig_atomic_t train_sigint;
+
+static void train_on_sigint(int sig) {
+    (void)sig;
+    train_sigint = 1;
 }
 
 /* ---- loss curve ------------------------------------------------------------ */
@@ -56,60 +72,21 @@ typedef struct pt {
     double v;
 } pt;
 
-static void plot_line(uint8_t *img, int W, int H, int x0, int y0, int x1, int y1, const uint8_t *col) {
-    int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
-    for (;;) {
-        for (int oy = 0; oy < 2; oy++) {
-            int y = y0 + oy;
-            if (x0 >= 0 && x0 < W && y >= 0 && y < H) memcpy(img + ((size_t)y * W + x0) * 3, col, 3);
-        }
-        if (x0 == x1 && y0 == y1) break;
-        int e2 = 2 * err;
-        if (e2 >= dy) {
-            err += dy;
-            x0 += sx;
-        }
-        if (e2 <= dx) {
-            err += dx;
-            y0 += sy;
-        }
-    }
-}
-
+/* the loss curve: train loss per step, validation loss at each eval */
 static tl_status write_plot(const char *path, const pt *tr, int ntr, const pt *va, int nva, int64_t steps) {
-    const int W = 640, H = 400, L = 50, R = 20, T = 20, B = 40;
-    uint8_t *img = malloc((size_t)W * H * 3);
-    if (!img) return tl_err(TL_ERR_NOMEM, "train: out of memory for the plot");
-    memset(img, 255, (size_t)W * H * 3);
-    double lo = 1e30, hi = -1e30;
-    for (int i = 0; i < ntr; i++) lo = fmin(lo, tr[i].v), hi = fmax(hi, tr[i].v);
-    for (int i = 0; i < nva; i++) lo = fmin(lo, va[i].v), hi = fmax(hi, va[i].v);
-    if (!(hi > lo)) hi = lo + 1;
-    lo = floor(lo * 2) / 2;
-    hi = ceil(hi * 2) / 2;
-    static const uint8_t black[3] = {0, 0, 0}, grey[3] = {210, 210, 210}, blue[3] = {31, 90, 200},
-                         red[3] = {220, 40, 40};
-    /* grid every 0.5 in loss, axes */
-    for (double g = lo; g <= hi + 1e-9; g += 0.5) {
-        int y = T + (int)((hi - g) / (hi - lo) * (H - T - B));
-        plot_line(img, W, H, L, y, W - R, y, grey);
-    }
-    plot_line(img, W, H, L, T, L, H - B, black);
-    plot_line(img, W, H, L, H - B, W - R, H - B, black);
-#define PX(s) (L + (int)((double)(s) / (double)(steps > 1 ? steps : 1) * (W - L - R)))
-#define PY(v) (T + (int)((hi - (v)) / (hi - lo) * (H - T - B)))
-    for (int i = 1; i < ntr; i++)
-        plot_line(img, W, H, PX(tr[i - 1].step), PY(tr[i - 1].v), PX(tr[i].step), PY(tr[i].v), blue);
-    for (int i = 0; i < nva; i++) {
-        if (i) plot_line(img, W, H, PX(va[i - 1].step), PY(va[i - 1].v), PX(va[i].step), PY(va[i].v), red);
-        for (int d = -3; d <= 3; d++) plot_line(img, W, H, PX(va[i].step) - 3, PY(va[i].v) + d, PX(va[i].step) + 3,
-                                                PY(va[i].v) + d, red);
-    }
-#undef PX
-#undef PY
-    tl_status s = png_write_rgb(path, W, H, img);
-    free(img);
-    return s;
+    double *xy = malloc(sizeof(double) * 2 * (size_t)(ntr + nva + 1));
+    if (!xy) return tl_err(TL_ERR_NOMEM, "train: out of memory for the plot");
+    double *tx = xy, *ty = tx + ntr, *vx = ty + ntr, *vy = vx + nva;
+    for (int i = 0; i < ntr; i++) tx[i] = (double)tr[i].step, ty[i] = tr[i].v;
+    for (int i = 0; i < nva; i++) vx[i] = (double)va[i].step, vy[i] = va[i].v;
+    plot_series ser[2] = {
+        {"train", tx, ty, ntr, {31, 90, 200}, false},
+        {"validation", vx, vy, nva, {220, 40, 40}, true},
+    };
+    plot_spec spec = {800, 500, "step", "loss (cross-entropy, nats)", 0, (double)steps};
+    tl_status st = plot_write_png(path, &spec, ser, nva ? 2 : 1);
+    free(xy);
+    return st;
 }
 
 /* ---- sampling ------------------------------------------------------------- */
@@ -214,13 +191,13 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) ok = args_int(argc, argv, &i, 2, 4096, &ctxlen);
         else if (!strcmp(a, "--batch")) ok = args_int(argc, argv, &i, 1, 4096, &batch);
         else if (!strcmp(a, "--accum")) ok = args_int(argc, argv, &i, 1, 4096, &accum);
-        else if (!strcmp(a, "--steps")) ok = args_int(argc, argv, &i, 0, 100000000, &steps);
+        else if (!strcmp(a, "--steps")) ok = args_int(argc, argv, &i, 1, 100000000, &steps);
         else if (!strcmp(a, "--warmup")) ok = args_int(argc, argv, &i, 0, 100000000, &warmup);
         else if (!strcmp(a, "--eval-every")) ok = args_int(argc, argv, &i, 0, 100000000, &eval_every);
         else if (!strcmp(a, "--eval-batches")) ok = args_int(argc, argv, &i, 1, 100000, &eval_batches);
         else if (!strcmp(a, "--ckpt-every")) ok = args_int(argc, argv, &i, 0, 100000000, &ckpt_every);
         else if (!strcmp(a, "--sample-len")) ok = args_int(argc, argv, &i, 0, 100000, &sample_len);
-        else if (!strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 0, 1024, &threads);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 0, 1024, &threads);
         else if (!strcmp(a, "--lr")) ok = args_float(argc, argv, &i, 0, 10, &lr);
         else if (!strcmp(a, "--min-lr")) ok = args_float(argc, argv, &i, 0, 10, &min_lr);
         else if (!strcmp(a, "--wd")) ok = args_float(argc, argv, &i, 0, 10, &wd);
@@ -236,8 +213,14 @@ int cmd_train(int argc, char **argv) {
         if (!ok) return 2;
     }
     if (!text) {
+        fprintf(stderr, "tallow train: need --text FILE, the text to train on (e.g. --text %s)\n", TRAIN_SAMPLE_TEXT);
         train_usage(stderr);
         return 2;
+    }
+    if (access(text, R_OK) != 0) {
+        fprintf(stderr, "tallow train: cannot read --text '%s': %s (pass any UTF-8 text file; the repository ships %s)\n",
+                text, strerror(errno), TRAIN_SAMPLE_TEXT);
+        return 1;
     }
     tt_arch ar;
     if (!strcmp(arch, "gpt2")) ar = TT_ARCH_GPT2;
@@ -307,6 +290,11 @@ int cmd_train(int argc, char **argv) {
     if (resume) {
         if (tt_checkpoint_load(resume, &m, &o, &tr.step, &tr.rng) != TL_OK) goto fail;
         fprintf(stderr, "resumed from %s at step %lld\n", resume, (long long)tr.step);
+        if (tr.step >= steps) {
+            tl_err(TL_ERR_INVALID, "the checkpoint is at step %lld: nothing to do for --steps %d (raise it)",
+                   (long long)tr.step, steps);
+            goto fail;
+        }
     }
     fprintf(stderr, "%s: %lld params (%lld layers, dim %lld, %lld heads / %lld kv, ffn %lld, ctx %lld, vocab %lld), "
                     "%lld train / %lld val tokens (%s), batch %d, %d threads, device %s\n",
@@ -329,7 +317,19 @@ int cmd_train(int argc, char **argv) {
     bool tty = isatty(2);
     int64_t t0 = tl_time_us(), start_step = tr.step;
     double tok_s = 0, ema = 0;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = train_on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills at once */
+    train_sigint = 0;
+    sigaction(SIGINT, &sa, &old_sa);
+    bool interrupted = false;
     while (tr.step < steps) {
+        if (train_sigint) {
+            interrupted = true;
+            break;
+        }
         int64_t ts = tl_time_us();
         struct timespec c0, c1;
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
@@ -360,7 +360,7 @@ int cmd_train(int argc, char **argv) {
         if (eval) {
             fprintf(stderr, "%sstep %lld: val loss %.4f (train avg %.4f)\n", tty ? "\n" : "", (long long)tr.step, vl,
                     ema);
-            if (sample_len > 0) print_sample(c, &m, &d, sample_len, &srng);
+            if (sample_len > 0 && !train_sigint) print_sample(c, &m, &d, sample_len, &srng);
         }
         if (ckpt_every > 0 && tr.step % ckpt_every == 0) {
             snprintf(path, sizeof path, "%s/ckpt.safetensors", out);
@@ -368,17 +368,19 @@ int cmd_train(int argc, char **argv) {
         }
         fflush(csv);
     }
+    sigaction(SIGINT, &old_sa, NULL);
     if (tty) fprintf(stderr, "\n");
+    if (interrupted) fprintf(stderr, "interrupted at step %lld of %d\n", (long long)tr.step, steps);
     snprintf(path, sizeof path, "%s/ckpt.safetensors", out);
     if (tt_checkpoint_save_tokenizer(path, &m, &o, tr.step, &tr.rng, d.tok_path, d.vocab) != TL_OK) goto fail;
-    fprintf(stderr, "checkpoint: %s\n", path);
+    fprintf(stderr, "checkpoint: %s%s\n", path, interrupted ? " (--resume it to continue)" : "");
     snprintf(path, sizeof path, "%s/loss.png", out);
     if (ntr > 0 && write_plot(path, ptr, ntr, pva, nva, steps) != TL_OK) goto fail;
     if (ntr > 0) fprintf(stderr, "loss curve: %s; log: %s/log.csv\n", path, out);
-    if (nva > 0) printf("final val loss %.4f\n", pva[nva - 1].v);
-    rc = 0;
+    if (nva > 0 && !interrupted) printf("final val loss %.4f\n", pva[nva - 1].v);
+    rc = interrupted ? 130 : 0;
 fail:
-    if (rc) fprintf(stderr, "tallow train: %s\n", tl_last_error());
+    if (rc == 1) fprintf(stderr, "tallow train: %s\n", tl_last_error());
     if (csv) fclose(csv);
     free(ptr);
     free(pva);

@@ -1,4 +1,5 @@
 /* tallow CLI entry: dispatches to one subcommand per file. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +37,16 @@ static void tool_usage(FILE *f) {
         fprintf(f, "  %-12s %s\n", tool_cmds[i].name, tool_cmds[i].help);
 }
 
+/* Output lost to a full disk or a closed pipe is a failure of any command. */
+static int tool_finish(const char *name, int rc) {
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "tallow%s%s: cannot write the output: %s\n", name ? " " : "", name ? name : "",
+                errno ? strerror(errno) : "write error");
+        rc = 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         tool_usage(stderr);
@@ -43,14 +54,16 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         tool_usage(stdout);
-        return 0;
+        return tool_finish(NULL, 0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("tallow %s\n", TALLOW_VERSION);
-        return 0;
+        return tool_finish(NULL, 0);
     }
-    for (size_t i = 0; i < sizeof tool_cmds / sizeof tool_cmds[0]; i++)
-        if (!strcmp(argv[1], tool_cmds[i].name)) return tool_cmds[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof tool_cmds / sizeof tool_cmds[0]; i++) {
+        if (strcmp(argv[1], tool_cmds[i].name)) continue;
+        return tool_finish(argv[1], tool_cmds[i].fn(argc - 1, argv + 1));
+    }
     fprintf(stderr, "tallow: unknown command '%s'\n\n", argv[1]);
     tool_usage(stderr);
     return 2;

@@ -143,7 +143,10 @@ typedef struct be_step {
     int32_t table_stride;
     const int32_t *dirty_seq;                /* sequences whose table rows changed since the last step */
     int32_t n_dirty;
-    bool lowrank;                            /* its linears add low-rank terms (adapters): run it eagerly */
+    /* its linears add low-rank terms (adapters): 0 none, else a hash of
+     * which rows use which terms, so a backend may replay a step captured
+     * with the same key (the terms' index then is the same) */
+    uint64_t lowrank_key;
 } be_step;
 
 /* The same inputs in backend memory, for the forward's ops. */

@@ -1,4 +1,5 @@
-/* llm/chat: the public tl_chat_apply_template, which binds a chat template
+/* llm/chat: the public tl_chat_apply_template (and its JSON form
+ * tl_chat_apply_template_json, for tool calls and results), which binds a chat template
  * to a model: the model's own template when none is given, and its BOS/EOS
  * token text as bos_token/eos_token (text/chat_template takes them as
  * arguments and knows no model).
@@ -45,5 +46,23 @@ tl_status tl_chat_apply_template(const tl_model *m, const char *tmpl, const tl_c
     free(bos);
     free(eos);
     free(cm);
+    return st;
+}
+
+tl_status tl_chat_apply_template_json(const tl_model *m, const char *tmpl, const char *messages_json,
+                                      const char *tools_json, bool add_generation_prompt, char **out,
+                                      size_t *out_len) {
+    if (out) *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!m || !out || !messages_json) return tl_err(TL_ERR_INVALID, "chat template: bad argument");
+    const char *src = tmpl ? tmpl : tl_model_chat_template(m);
+    if (!src) return tl_err(TL_ERR_NOT_FOUND, "chat template: the model has no tokenizer.chat_template");
+    char *bos = chat_token_str(m, tl_token_bos(m));
+    char *eos = chat_token_str(m, tl_token_eos(m));
+    chat_template_args a = {.messages_json = messages_json, .tools_json = tools_json,
+                            .add_generation_prompt = add_generation_prompt, .bos_token = bos, .eos_token = eos};
+    tl_status st = chat_template_render(src, strlen(src), &a, out, out_len);
+    free(bos);
+    free(eos);
     return st;
 }

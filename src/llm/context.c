@@ -215,7 +215,7 @@ static tl_status ctx_step(tl_context *c, const tl_batch *b, int32_t i0, int32_t 
     llm_run r = {.c = c, .model = c->model, .be = c->be, .bc = c->bc, .a = &c->a, .m = m, .n_out = n_out,
                  .out_base = *out_base};
     tl_status s = lora_ctx_step(c, i0, m);
-    st.lowrank = c->lora && !lora_plan_empty(c->lora);
+    st.lowrank_key = c->lora && !lora_plan_empty(c->lora) ? lora_plan_key(c->lora) : 0;
     if (!s) s = c->be->step_run(c->bc, &st, llm_forward, &r);
     if (s) return s;
     if (n_out) {

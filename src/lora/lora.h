@@ -132,6 +132,9 @@ tl_status lora_plan_reserve(lora_plan *p, int32_t cap_tokens, int32_t cap_rank);
  * than the plan holds, or a rank above the reserve. */
 tl_status lora_plan_build(lora_plan *p, int32_t n_rows, const lora_set *const *sets);
 static inline bool lora_plan_empty(const lora_plan *p) { return p->n_groups == 0; }
+/* A non-zero hash of the plan's groups (adapter, scale, rows): two plans
+ * with one key hand every linear the same terms over the same rows. */
+uint64_t lora_plan_key(const lora_plan *p);
 
 /* The terms of one linear of layer `layer` whose stacked outputs are the
  * weights parts[0..n_parts) starting at columns col0[]: every group whose

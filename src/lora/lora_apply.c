@@ -118,6 +118,24 @@ tl_status lora_plan_build(lora_plan *p, int32_t n_rows, const lora_set *const *s
     return TL_OK;
 }
 
+static uint64_t key_mix(uint64_t h, uint64_t v) { /* FNV-1a over v's 8 bytes */
+    for (int i = 0; i < 8; i++) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t lora_plan_key(const lora_plan *p) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int gi = 0; gi < p->n_groups; gi++) {
+        const lora_group *g = &p->g[gi];
+        uint32_t sb;
+        memcpy(&sb, &g->scale, sizeof sb);
+        h = key_mix(h, (uint64_t)(uintptr_t)g->lora);
+        h = key_mix(h, ((uint64_t)sb << 32) | (uint32_t)g->n_rows);
+        for (int32_t i = 0; i < g->n_rows; i++) h = key_mix(h, (uint64_t)g->rows[i]);
+    }
+    return h ? h : 1;
+}
+
 void lora_plan_terms(lora_plan *p, int layer, const lora_wid *parts, const int64_t *col0, int n_parts,
                      be_lowrank *out) {
     int32_t n = 0;

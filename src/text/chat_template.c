@@ -120,8 +120,10 @@ tl_status chat_template_apply(const chat_template *t, const chat_template_args *
     }
     if (st == TL_OK) st = jinja_env_set_str(e, "documents", NULL);
     if (st == TL_OK) st = jinja_env_set_bool(e, "add_generation_prompt", a->add_generation_prompt);
-    if (st == TL_OK) st = jinja_env_set_str(e, "bos_token", a->bos_token);
-    if (st == TL_OK) st = jinja_env_set_str(e, "eos_token", a->eos_token);
+    /* an absent special token stays undefined (renders as nothing), as in HF, whose
+     * special_tokens_map leaves out the tokens a tokenizer does not set */
+    if (st == TL_OK && a->bos_token) st = jinja_env_set_str(e, "bos_token", a->bos_token);
+    if (st == TL_OK && a->eos_token) st = jinja_env_set_str(e, "eos_token", a->eos_token);
     if (st == TL_OK && a->extra_json) st = jinja_env_set_json_object(e, a->extra_json, strlen(a->extra_json));
     if (st == TL_OK) st = jinja_render(t->t, e, out, out_len);
     jinja_env_free(e);

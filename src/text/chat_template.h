@@ -24,8 +24,8 @@ typedef struct chat_template_args {
     int32_t n_msgs;
     const char *tools_json;     /* JSON array of tool schemas, or NULL (tools = none) */
     bool add_generation_prompt;
-    const char *bos_token;      /* NULL: none */
-    const char *eos_token;      /* NULL: none */
+    const char *bos_token;      /* NULL: left undefined */
+    const char *eos_token;      /* NULL: left undefined */
     const char *extra_json;     /* JSON object of extra variables, or NULL */
 } chat_template_args;
 

@@ -121,6 +121,7 @@ static tl_status tok_normalize(const tok_vocab *v, tok_work *w, const char *s, s
                                const char **out, size_t *olen) {
     const char *cur = s;
     size_t cl = len;
+    const size_t cap = len * TOK_MAX_NORM_GROWTH + 4096;
     int k = 0;
     for (int i = 0; i < v->n_norm; i++) {
         const tok_norm_op *op = &v->norm[i];
@@ -166,6 +167,9 @@ static tl_status tok_normalize(const tok_vocab *v, tok_work *w, const char *s, s
                     j++;
             }
             if (!cnt) continue;
+            if (op->len2 > op->len && (cl > cap || cnt > (cap - cl) / (op->len2 - op->len)))
+                return tl_err(TL_ERR_INVALID, "tokenizer: normalizers grow a %zu-byte text past %zu bytes "
+                                              "(TOK_MAX_NORM_GROWTH)", len, cap);
             size_t need = cl + cnt * op->len2;
             if ((st = tok_buf_reserve(w, k, need))) return st;
             char *o = w->buf[k];
@@ -180,6 +184,9 @@ static tl_status tok_normalize(const tok_vocab *v, tok_work *w, const char *s, s
             break;
         }
         }
+        if (nl > cap)
+            return tl_err(TL_ERR_INVALID, "tokenizer: normalizers grow a %zu-byte text past %zu bytes "
+                                          "(TOK_MAX_NORM_GROWTH)", len, cap);
         cur = w->buf[k];
         cl = nl;
         k ^= 1;

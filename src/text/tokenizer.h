@@ -30,6 +30,10 @@ typedef struct tok_vocab tok_vocab;
 #define TOK_MAX_TOKEN_BYTES (1 << 16)    /* bytes of one token's text */
 #define TOK_MAX_MERGES (4 * TOK_MAX_VOCAB)
 #define TOK_MAX_FILE_BYTES (1L << 30)    /* a tokenizer.json / encoder.json / vocab.bpe file */
+/* the normalizers' output of n input bytes stays within 16 n + 4096 bytes
+ * (real ones grow a text at most ~3x; a chain of Replace ops whose
+ * replacement contains its pattern would grow it exponentially) */
+#define TOK_MAX_NORM_GROWTH 16
 /* The density rule: n_slots ids may be allocated for n_stated tokens. */
 static inline bool tok_ids_dense(int64_t n_slots, int64_t n_stated) { return n_slots <= 2 * n_stated; }
 

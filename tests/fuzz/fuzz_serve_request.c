@@ -5,9 +5,16 @@
  * way the server answers. Checked: an accepted request's fields are in
  * range (what the scheduler relies on), a rejected one has a 4xx status and
  * a message, and every JSON string the server writes is valid UTF-8 with no
- * raw control bytes, whatever bytes went in.
- * Owns: nothing. Calls: tools/serve (serve_parse.c, serve_buf.c), cJSON. */
+ * raw control bytes, whatever bytes went in. An accepted chat request's
+ * messages become the template's JSON (both with and without the tools
+ * folded in), which must parse; and the body, taken as model output, is
+ * streamed in two pieces through the tool-call scanner, whose deltas must
+ * parse as JSON members too.
+ * Owns: nothing. Calls: tools/serve (serve_parse.c, serve_buf.c,
+ * serve_tools.c), cJSON. */
+#include <cjson/cJSON.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../tools/serve/serve.h"
@@ -42,6 +49,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int32_t i = 0; i < r.n_lora; i++)
             if (r.lora[i].id < 0 || r.lora[i].id >= 2) __builtin_trap();
         for (int32_t i = 0; i < r.n_msgs; i++) check_json_str(r.msgs[i].content, strlen(r.msgs[i].content));
+        for (int fold = 0; fold < 2 && kind == SRV_CHAT; fold++) {
+            char *mj = NULL;
+            srv_err me = {0};
+            if (srv_chat_messages_json(&r, fold, &mj, &me)) {
+                cJSON *v = cJSON_Parse(mj);
+                if (!v || !cJSON_IsArray(v)) __builtin_trap();
+                cJSON_Delete(v);
+            }
+            free(mj);
+        }
     } else {
         if (e.http < 400 || e.http > 499 || !e.msg[0]) __builtin_trap();
         srv_buf b = {0};
@@ -51,5 +68,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     srv_req_free(&r);
     check_json_str(body, len);
+    srv_call c = {.tools = true, .tool_fmt = (tl_tool_format)(data[0] / 3 % 3)};
+    memcpy(c.id, "chatcmpl-fuzz", 14);
+    srv_job j = {.call = &c};
+    size_t half = len / 2;
+    for (int step = 0; step < 3; step++) {
+        srv_buf d = {0};
+        bool any;
+        const char *at = step == 0 ? body : body + half;
+        size_t n = step == 0 ? half : step == 1 ? len - half : 0;
+        if (srv_tc_delta(&c, &j, at, n, step == 2, &d, &any) && !d.oom) {
+            srv_buf w = {0};
+            sb_puts(&w, "{");
+            sb_add(&w, d.p, d.n);
+            sb_puts(&w, "}");
+            cJSON *v = w.oom ? NULL : cJSON_Parse(w.p);
+            if (!w.oom && !v) __builtin_trap();
+            cJSON_Delete(v);
+            sb_free(&w);
+        }
+        sb_free(&d);
+    }
+    srv_tc_free(j.tcs);
     return 0;
 }

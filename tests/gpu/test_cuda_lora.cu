@@ -106,7 +106,7 @@ static void one_case(int n_tok, int n_in, int n_out, int ldx_pad, const int *ran
     }
     std::vector<tlc_lora_group> groups(grp_ad.size() ? grp_ad.size() : 1);
     for (size_t q = 0; q < grp_ad.size(); q++)
-        groups[q] = (tlc_lora_group){da[grp_ad[q]], db[grp_ad[q]], grp_s[q], ranks[grp_ad[q]]};
+        groups[q] = (tlc_lora_group){da[grp_ad[q]], db[grp_ad[q]], grp_s[q], ranks[grp_ad[q]], 0, n_out};
     std::vector<float> tmp0((ent_row.size() + 1) * max_rank, NAN);
     float *dx = dev(x), *dtmp = dev(tmp0);
     int32_t *drow = dev(ent_row.size() ? ent_row : std::vector<int32_t>(1)),

@@ -9,7 +9,9 @@
  *                  sequences as slots, continuous batching, chunked
  *                  prefill, prefix reuse, cancellation, the bounded queue
  * serve_api.c turns a parsed request into jobs and their results into
- * OpenAI JSON; serve_buf.c is a growable byte buffer with JSON escaping.
+ * OpenAI JSON; serve_tools.c does the tool calls (messages for the
+ * template, tool_calls results, streamed deltas); serve_buf.c is a growable
+ * byte buffer with JSON escaping.
  *
  * Ownership: an HTTP request (srv_call) owns its jobs. The scheduler holds
  * a reference on the call while any of its jobs is queued or running; the
@@ -113,6 +115,10 @@ typedef struct srv_req {
     const char *encoding_format; /* embeddings: "float" (default) or "base64" */
     char *gbnf;                 /* response_format json_object / json_schema, or grammar: GBNF, malloc'd */
     const char *gbnf_param;     /* the field it came from, for errors */
+    char *tools_json;           /* chat: the `tools` list as JSON text, malloc'd; NULL: none */
+    tl_tool_choice tool_choice; /* auto unless tool_choice says otherwise */
+    const char *tool_name;      /* TL_TOOL_NAMED: the function */
+    bool parallel_tools;        /* parallel_tool_calls (default false, as llama-server) */
 } srv_req;
 
 /* Parse and check a body. n_vocab bounds token ids, n_lora adapter ids.
@@ -148,6 +154,8 @@ typedef struct srv_job {
     int32_t top_logprobs; /* -1: no logprobs */
     bool ignore_eos;
     tl_grammar *grammar;  /* NULL: free text; the job owns it */
+    tl_stop *stop;        /* the request's stop strings (NULL: none); the scheduler feeds it */
+    bool one_call;        /* tools without parallel_tool_calls: end once the grammar's call is complete */
     /* the scheduler's, kept while a preempted job waits to resume */
     tl_sampler *smp;
     tl_detok *dt;
@@ -162,6 +170,7 @@ typedef struct srv_job {
     const char *finish;   /* "stop" / "length" once done */
     bool done, cancelled;
     bool fin_sent;        /* streaming: its last chunk went out */
+    struct srv_tc_stream *tcs; /* streaming with tools: the connection's parse state */
     srv_err err;          /* err.http != 0: failed */
 } srv_job;
 
@@ -177,6 +186,8 @@ struct srv_call {
     long created;
     bool stream, include_usage, chat, logprobs;
     bool base64;          /* embeddings as base64 of little-endian float32 */
+    bool tools;           /* chat with tools: the output is parsed for tool calls */
+    tl_tool_format tool_fmt;
     int32_t n_prompt_total;
     int32_t stream_stage; /* serve_api's streaming progress */
     int32_t stream_job;   /* next job whose role chunk is due */
@@ -269,6 +280,27 @@ void srv_reply_error(srv_reply *out, const srv_err *e);
 bool srv_stream_next(srv_server *s, srv_call *c, srv_buf *out);
 /* the connection's socket was closed by the peer */
 bool srv_conn_gone(void *conn);
+
+/* tools (serve_tools.c) */
+/* The model's tool-call syntax, from its chat template's text. */
+tl_tool_format srv_tool_format(const char *tmpl);
+/* Whether the template renders `tools` itself. */
+bool srv_template_has_tools(const char *tmpl);
+/* The messages as JSON for tl_chat_apply_template_json: content parts
+ * joined, null content as "", tool_calls' arguments strings parsed to
+ * objects (templates index them). fold: the template knows no tools, so
+ * describe the tools (tools_json, NULL: none) in the system turn and write
+ * the history's calls and results as Hermes text. *out malloc'd. */
+bool srv_chat_messages_json(const srv_req *r, bool fold, char **out, srv_err *e);
+/* tool_calls of the whole text: *content (NULL when only whitespace is
+ * left) and a cJSON array of calls, ids made unique with the call's id. */
+void srv_tool_result(const srv_call *c, const char *text, size_t len, char **content, void **calls);
+/* Streaming: the next deltas of job j's new text (final: it is done) as
+ * JSON members of a chat delta ("content":... and/or "tool_calls":[...])
+ * appended to out; false when there is nothing to send. */
+bool srv_tc_delta(const srv_call *c, srv_job *j, const char *text, size_t len, bool final, srv_buf *out,
+                  bool *any_call);
+void srv_tc_free(struct srv_tc_stream *t);
 
 /* http */
 typedef struct srv_http srv_http;

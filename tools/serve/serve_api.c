@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "serve.h"
 
 void srv_reply_error(srv_reply *out, const srv_err *e) {
@@ -38,10 +40,23 @@ static bool tokenize(srv_server *s, const char *text, size_t len, bool add_speci
     return false;
 }
 
+static const char *template_src(const srv_server *s) {
+    return s->cfg.chat_template ? s->cfg.chat_template : tl_model_chat_template(s->model);
+}
+
+static bool tools_on(const srv_req *r) { return r->tools_json && r->tool_choice != TL_TOOL_NONE; }
+
+/* the messages (and tools, unless tool_choice is none: the model is not
+ * shown what it may not call) through the chat template */
 static bool chat_prompt(srv_server *s, const srv_req *r, int32_t **tok, int32_t *n, srv_err *e) {
-    char *text = NULL;
+    char *text = NULL, *mj = NULL;
     size_t len = 0;
-    if (tl_chat_apply_template(s->model, s->cfg.chat_template, r->msgs, r->n_msgs, true, &text, &len) != TL_OK) {
+    bool own = srv_template_has_tools(template_src(s));
+    if (!srv_chat_messages_json(r, !own, &mj, e)) return false;
+    tl_status st = tl_chat_apply_template_json(s->model, s->cfg.chat_template, mj,
+                                               own && tools_on(r) ? r->tools_json : NULL, true, &text, &len);
+    free(mj);
+    if (st != TL_OK) {
         srv_err_set(e, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s",
                     tl_last_error());
         return false;
@@ -51,28 +66,53 @@ static bool chat_prompt(srv_server *s, const srv_req *r, int32_t **tok, int32_t 
     return ok;
 }
 
-/* the features another part of tallow provides and this build lacks */
-static bool check_supported(const srv_req *r, srv_err *e) {
-    const char *f = r->n_stop ? "stop" : NULL;
-    if (!f) return true;
-    srv_err_set(e, 400, "invalid_request_error", "unsupported_parameter", f, "'%s' is not supported by this server yet",
-                f);
-    return false;
-}
-
-/* every job its own compiled grammar (its parse state is per choice) */
-static bool make_grammars(srv_server *s, const srv_req *r, srv_call *c, srv_err *e) {
-    if (!r->gbnf) return true;
-    if (!s->gvocab) {
-        srv_err_set(e, 500, "server_error", NULL, r->gbnf_param, "grammars are unavailable: no vocabulary index");
-        return false;
-    }
-    for (int32_t i = 0; i < c->n_jobs; i++)
-        if (tl_grammar_init(s->gvocab, r->gbnf, strlen(r->gbnf), NULL, NULL, &c->jobs[i].grammar) != TL_OK) {
-            srv_err_set(e, 400, "invalid_request_error", NULL, r->gbnf_param, "%s", tl_last_error());
+/* every job its own stop matcher (its held text is per choice) */
+static bool make_stops(const srv_req *r, srv_call *c, srv_err *e) {
+    for (int32_t i = 0; i < c->n_jobs && r->n_stop; i++)
+        if (tl_stop_init(r->stop, r->n_stop, &c->jobs[i].stop) != TL_OK) {
+            srv_err_set(e, 400, "invalid_request_error", NULL, "stop", "%s", tl_last_error());
             return false;
         }
     return true;
+}
+
+/* every job its own compiled grammar (its parse state is per choice): the
+ * request's, or the tool calls' in the model's syntax, lazy (from the
+ * call's opening text) for tool_choice auto */
+static bool make_grammars(srv_server *s, const srv_req *r, srv_call *c, srv_err *e) {
+    char *tool_gbnf = NULL;
+    const char *const *trig = NULL;
+    int32_t n_trig = 0;
+    if (tools_on(r)) {
+        if (r->gbnf) {
+            srv_err_set(e, 400, "invalid_request_error", NULL, "tools", "'tools' cannot be combined with '%s'",
+                        r->gbnf_param);
+            return false;
+        }
+        if (tl_tool_grammar(c->tool_fmt, r->tools_json, strlen(r->tools_json), r->tool_choice, r->tool_name,
+                            &tool_gbnf, &trig, &n_trig) != TL_OK) {
+            srv_err_set(e, 400, "invalid_request_error", NULL, "tools", "%s", tl_last_error());
+            return false;
+        }
+    }
+    const char *g = tool_gbnf ? tool_gbnf : r->gbnf;
+    const char *param = tool_gbnf ? "tools" : r->gbnf_param;
+    bool ok = true;
+    if (g && !s->gvocab) {
+        srv_err_set(e, 500, "server_error", NULL, param, "grammars are unavailable: no vocabulary index");
+        ok = false;
+    }
+    for (int32_t i = 0; i < c->n_jobs && g && ok; i++) {
+        tl_grammar **gr = &c->jobs[i].grammar;
+        c->jobs[i].one_call = tool_gbnf && !r->parallel_tools;
+        if (tl_grammar_init(s->gvocab, g, strlen(g), NULL, NULL, gr) != TL_OK ||
+            (n_trig && tl_grammar_set_triggers(*gr, trig, n_trig) != TL_OK)) {
+            srv_err_set(e, 400, "invalid_request_error", NULL, param, "%s", tl_last_error());
+            ok = false;
+        }
+    }
+    free(tool_gbnf);
+    return ok;
 }
 
 static void fill_job(srv_server *s, const srv_req *r, srv_job *j, int32_t index, uint64_t seed) {
@@ -273,7 +313,24 @@ static void json_final(srv_buf *b, srv_server *s, const srv_call *c) {
     for (int32_t i = 0; i < c->n_jobs; i++) {
         const srv_job *j = &c->jobs[i];
         sb_printf(b, "%s{\"index\":%d,", i ? "," : "", j->index);
-        if (c->chat) {
+        const char *finish = j->finish ? j->finish : "stop";
+        if (c->chat && c->tools) {
+            srv_buf t = {0};
+            for (int32_t k = 0; k < j->n_pieces; k++) sb_add(&t, j->pieces[k].text ? j->pieces[k].text : "", j->pieces[k].len);
+            char *content;
+            void *calls;
+            srv_tool_result(c, t.p ? t.p : "", t.n, &content, &calls);
+            sb_free(&t);
+            sb_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":");
+            if (content) sb_json_str(b, content, strlen(content));
+            else sb_puts(b, "null");
+            char *cj = cJSON_GetArraySize(calls) ? cJSON_PrintUnformatted(calls) : NULL;
+            if (cj) sb_printf(b, ",\"tool_calls\":%s", cj), finish = "tool_calls";
+            sb_puts(b, "},");
+            free(cj);
+            free(content);
+            cJSON_Delete(calls);
+        } else if (c->chat) {
             sb_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":");
             json_text(b, j, 0, j->n_pieces);
             sb_puts(b, "},");
@@ -284,7 +341,7 @@ static void json_final(srv_buf *b, srv_server *s, const srv_call *c) {
         }
         sb_puts(b, "\"logprobs\":");
         json_logprobs(b, s, c, j, 0, j->n_pieces);
-        sb_printf(b, ",\"finish_reason\":\"%s\"}", j->finish ? j->finish : "stop");
+        sb_printf(b, ",\"finish_reason\":\"%s\"}", finish);
     }
     sb_puts(b, "],\"usage\":");
     json_usage(b, c);
@@ -342,9 +399,12 @@ void srv_api_generate(srv_server *s, srv_kind kind, const char *body, size_t len
                     "the model '%.100s' does not exist; this server has '%.100s'", r.model, s->cfg.model_id);
         ok = false;
     }
-    if (ok && kind != SRV_EMBED) ok = check_supported(&r, &e);
     if (ok) ok = (c = make_call(s, &r, &e)) != NULL;
-    if (ok) ok = make_grammars(s, &r, c, &e);
+    if (ok) {
+        c->tools = tools_on(&r);
+        c->tool_fmt = srv_template_has_tools(template_src(s)) ? srv_tool_format(template_src(s)) : TL_TOOLS_HERMES;
+    }
+    if (ok) ok = make_stops(&r, c, &e) && make_grammars(s, &r, c, &e);
     if (ok) {
         c->conn = conn;
         c->chat = kind == SRV_CHAT;
@@ -433,6 +493,30 @@ static void chunk_job(srv_buf *b, srv_server *s, const srv_call *c, const srv_jo
     else sb_puts(b, ",\"finish_reason\":null}]}\n\n");
 }
 
+/* with tools: content and tool_calls deltas of pieces [from, to), then the
+ * finish chunk (logprobs are not streamed here) */
+static void tool_chunks(srv_buf *b, srv_server *s, const srv_call *c, srv_job *j, int32_t from, int32_t to) {
+    srv_buf t = {0}, d = {0};
+    for (int32_t i = from; i < to; i++) sb_add(&t, j->pieces[i].text ? j->pieces[i].text : "", j->pieces[i].len);
+    bool any_call = false;
+    for (int pass = 0; pass < 1 + j->done; pass++) {
+        d.n = 0;
+        bool final = pass == 1;
+        if (!srv_tc_delta(c, j, final ? "" : (t.p ? t.p : ""), final ? 0 : t.n, final, &d, &any_call)) continue;
+        chunk_open(b, s, c);
+        sb_printf(b, "{\"index\":%d,\"delta\":{", j->index);
+        sb_add(b, d.p, d.n);
+        sb_puts(b, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+    }
+    if (j->done) {
+        chunk_open(b, s, c);
+        sb_printf(b, "{\"index\":%d,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"%s\"}]}\n\n", j->index,
+                  any_call ? "tool_calls" : j->finish ? j->finish : "stop");
+    }
+    sb_free(&t);
+    sb_free(&d);
+}
+
 static bool any_text(const srv_job *j, int32_t from, int32_t to) {
     for (int32_t i = from; i < to; i++)
         if (j->pieces[i].len || j->pieces[i].tok >= 0) return true;
@@ -464,14 +548,15 @@ bool srv_stream_next(srv_server *s, srv_call *c, srv_buf *out) {
                 j->fin_sent = true;
                 continue;
             }
-            if (to > from && any_text(j, from, to)) chunk_job(out, s, c, j, from, to, NULL, false);
-            j->n_read = to;
-            if (j->done) {
-                chunk_job(out, s, c, j, to, to, j->finish ? j->finish : "stop", false);
-                j->fin_sent = true;
+            if (c->tools) {
+                if (to > from || j->done) tool_chunks(out, s, c, j, from, to);
             } else {
-                all_fin = false;
+                if (to > from && any_text(j, from, to)) chunk_job(out, s, c, j, from, to, NULL, false);
+                if (j->done) chunk_job(out, s, c, j, to, to, j->finish ? j->finish : "stop", false);
             }
+            j->n_read = to;
+            if (j->done) j->fin_sent = true;
+            else all_fin = false;
         }
         if (all_fin) {
             if (c->include_usage) {

@@ -294,6 +294,57 @@ static bool parse_format(const cJSON *root, srv_req *r, srv_err *e) {
     return true;
 }
 
+/* tools: [{"type": "function", "function": {"name", "description",
+ * "parameters"}}]; tool_choice: "auto" | "none" | "required" |
+ * {"type": "function", "function": {"name": N}} naming one of them */
+static bool parse_tools(const cJSON *root, srv_req *r, srv_err *e) {
+    const cJSON *tools = field(root, "tools"), *tc = field(root, "tool_choice");
+    r->tool_choice = TL_TOOL_AUTO;
+    if (tools) {
+        if (!cJSON_IsArray(tools)) return BAD(e, "tools", "'tools' must be a list of {\"type\": \"function\", ...}");
+        if (cJSON_GetArraySize(tools) > 128) return BAD(e, "tools", "'tools' has more than 128 entries");
+        int i = 0;
+        for (const cJSON *t = tools->child; t; t = t->next, i++) {
+            char param[48];
+            snprintf(param, sizeof param, "tools[%d]", i);
+            if (!cJSON_IsObject(t)) return BAD(e, param, "'%s' must be an object", param);
+            const cJSON *type = field(t, "type"), *f = field(t, "function");
+            if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "function")))
+                return BAD(e, param, "'%s.type' must be \"function\"", param);
+            if (!cJSON_IsObject(f)) return BAD(e, param, "'%s.function' must be an object", param);
+            const cJSON *name = field(f, "name"), *pa = field(f, "parameters");
+            snprintf(param, sizeof param, "tools[%d].function.name", i);
+            if (!cJSON_IsString(name) || !name->valuestring[0]) return BAD(e, param, "'%s' must be a non-empty string", param);
+            snprintf(param, sizeof param, "tools[%d].function.parameters", i);
+            if (pa && !cJSON_IsObject(pa)) return BAD(e, param, "'%s' must be a JSON Schema object", param);
+        }
+        if (i > 0 && !(r->tools_json = cJSON_PrintUnformatted(tools))) return BAD(e, "tools", "out of memory");
+    }
+    if (!get_bool(root, "parallel_tool_calls", &r->parallel_tools, e)) return false;
+    if (!tc) return true;
+    if (cJSON_IsString(tc)) {
+        if (!strcmp(tc->valuestring, "none")) r->tool_choice = TL_TOOL_NONE;
+        else if (!strcmp(tc->valuestring, "required")) r->tool_choice = TL_TOOL_REQUIRED;
+        else if (strcmp(tc->valuestring, "auto"))
+            return BAD(e, "tool_choice", "'tool_choice' '%.40s' is not auto, none, required or a function",
+                       tc->valuestring);
+    } else {
+        const cJSON *f = cJSON_IsObject(tc) ? field(tc, "function") : NULL;
+        const cJSON *name = cJSON_IsObject(f) ? field(f, "name") : NULL;
+        if (!cJSON_IsString(name))
+            return BAD(e, "tool_choice", "'tool_choice' must be a string or {\"type\": \"function\", "
+                                         "\"function\": {\"name\": ...}}");
+        r->tool_choice = TL_TOOL_NAMED;
+        r->tool_name = name->valuestring;
+    }
+    if (r->tool_choice == TL_TOOL_NONE || r->tool_choice == TL_TOOL_AUTO) return true;
+    if (!r->tools_json) return BAD(e, "tool_choice", "'tool_choice' asks for a tool call but 'tools' is empty");
+    if (r->tool_choice == TL_TOOL_REQUIRED) return true;
+    for (const cJSON *t = tools->child; t; t = t->next)
+        if (!strcmp(field(field(t, "function"), "name")->valuestring, r->tool_name)) return true;
+    return BAD(e, "tool_choice", "'tool_choice' names the function '%.60s', which is not in 'tools'", r->tool_name);
+}
+
 static bool parse_logprobs(const cJSON *root, srv_req *r, srv_err *e) {
     if (r->kind == SRV_CHAT) {
         if (!get_bool(root, "logprobs", &r->logprobs, e)) return false;
@@ -348,7 +399,7 @@ bool srv_req_parse(srv_kind kind, const char *body, size_t len, int32_t n_vocab,
         r->encoding_format = ef ? ef->valuestring : "float";
         return parse_prompts(field(root, "input"), n_vocab, "input", r, e);
     }
-    if (kind == SRV_CHAT && !parse_messages(root, r, e)) return false;
+    if (kind == SRV_CHAT && (!parse_messages(root, r, e) || !parse_tools(root, r, e))) return false;
     if (kind == SRV_COMPLETION && !parse_prompts(field(root, "prompt"), n_vocab, "prompt", r, e)) return false;
     if ((int64_t)r->n * r->n_prompts > SRV_MAX_PROMPTS)
         return BAD(e, "n", "%d prompts x n = %d choices; at most %d", r->n_prompts, r->n, SRV_MAX_PROMPTS);
@@ -359,6 +410,7 @@ void srv_req_free(srv_req *r) {
     for (int32_t i = 0; i < r->n_prompts; i++) free(r->prompts[i].tok);
     free(r->bias);
     free(r->gbnf);
+    free(r->tools_json);
     if (r->msg_own)
         for (int32_t i = 0; i < r->n_msgs; i++) free(r->msg_own[i]);
     free(r->msg_own);

@@ -77,6 +77,8 @@ void srv_call_unref_locked(srv_call *c) {
         tl_sampler_free(j->smp);
         tl_detok_free(j->dt);
         tl_grammar_free(j->grammar);
+        tl_stop_free(j->stop);
+        srv_tc_free(j->tcs);
         free(j->embedding);
     }
     pthread_cond_destroy(&c->cv);
@@ -432,8 +434,19 @@ static void finish_embed_locked(srv_server *s, sched_slot *sl) {
     slot_release_locked(s, sl, true);
 }
 
+/* p->text := text after the job's stop strings (held back while it may
+ * still become one); *stopped once one matched */
+static void piece_text(srv_job *j, const char *text, size_t n, srv_piece *p, bool *stopped) {
+    const char *out = text;
+    size_t n_out = n;
+    if (j->stop && tl_stop_push(j->stop, text, n, &out, &n_out, stopped) != TL_OK) n_out = 0;
+    p->text = malloc(n_out + 1);
+    if (p->text) memcpy(p->text, out, n_out), p->text[n_out] = 0, p->len = n_out;
+}
+
 /* one sampled token of a generating job (outside the lock: sampling) */
-static void sample_one(srv_server *s, sched_slot *sl, int32_t bi, srv_piece *p, bool *eog) {
+static void sample_one(srv_server *s, sched_slot *sl, int32_t bi, srv_piece *p, bool *eog, bool *stopped,
+                       bool *complete) {
     srv_job *j = sl->job;
     int32_t tok;
     memset(p, 0, sizeof *p);
@@ -454,12 +467,35 @@ static void sample_one(srv_server *s, sched_slot *sl, int32_t bi, srv_piece *p, 
     tl_sampler_accept(sl->smp, tok);
     p->tok = tok;
     *eog = !j->ignore_eos && tl_token_is_eog(s->model, tok);
+    /* one tool call asked for and it is complete: nothing more may follow */
+    *complete = j->one_call && tl_grammar_is_active(j->grammar) && tl_grammar_can_end(j->grammar);
     if (*eog) return;
     char buf[256];
     size_t n = 0;
     if (tl_detok_push(sl->dt, tok, buf, sizeof buf, &n) != TL_OK) n = 0;
-    p->text = malloc(n + 1);
-    if (p->text) memcpy(p->text, buf, n), p->text[n] = 0, p->len = n;
+    piece_text(j, buf, n, p, stopped);
+}
+
+/* the last text of a finished job: the detokenizer's held bytes, then what
+ * the stop matcher still holds (a partial match that never completed) */
+static void finish_text_locked(sched_slot *sl, srv_job *j) {
+    char buf[64];
+    size_t n = 0;
+    bool stopped = false;
+    srv_piece tail = {.tok = -1};
+    if (tl_detok_flush(sl->dt, buf, sizeof buf, &n) != TL_OK) n = 0;
+    if (n > 0) {
+        piece_text(j, buf, n, &tail, &stopped);
+        if (stopped) j->finish = "stop";
+        if (!tail.text || !tail.len || !piece_add_locked(j, &tail)) free(tail.text);
+    }
+    const char *held = NULL;
+    size_t n_held = 0;
+    if (j->stop && tl_stop_flush(j->stop, &held, &n_held) == TL_OK && n_held > 0) {
+        srv_piece rest = {.tok = -1, .text = malloc(n_held + 1), .len = n_held};
+        if (rest.text) memcpy(rest.text, held, n_held), rest.text[n_held] = 0;
+        if (!rest.text || !piece_add_locked(j, &rest)) free(rest.text);
+    }
 }
 
 static void after_decode(srv_server *s) {
@@ -489,23 +525,17 @@ static void after_decode(srv_server *s) {
             continue;
         }
         srv_piece p;
-        bool eog;
-        sample_one(s, sl, sl->b_first + sl->b_n - 1, &p, &eog);
+        bool eog, stopped = false, complete = false;
+        sample_one(s, sl, sl->b_first + sl->b_n - 1, &p, &eog, &stopped, &complete);
         pthread_mutex_lock(&s->mu);
         if (p.tok >= 0) s->st.gen_tokens++, j->n_gen++;
         const char *fin = NULL;
-        if (eog) fin = "stop";
+        if (eog || stopped || complete) fin = "stop";
         else if (j->n_gen >= j->max_tokens || sl->n_toks + 1 >= s->n_seq_ctx) fin = "length";
         if (!eog && !piece_add_locked(j, &p)) free(p.text);
         if (fin) {
-            char buf[64];
-            size_t n = 0;
-            if (tl_detok_flush(sl->dt, buf, sizeof buf, &n) == TL_OK && n > 0) {
-                srv_piece tail = {.tok = -1, .text = malloc(n + 1), .len = n};
-                if (tail.text) memcpy(tail.text, buf, n), tail.text[n] = 0;
-                if (!tail.text || !piece_add_locked(j, &tail)) free(tail.text);
-            }
             j->finish = fin;
+            if (!stopped) finish_text_locked(sl, j);
             slot_release_locked(s, sl, true);
         } else {
             sl->next_tok = p.tok;

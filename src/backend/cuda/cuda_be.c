@@ -344,6 +344,38 @@ static void cb_reset(be_ctx *bc) {
     bc->key_dst = NULL;
 }
 
+static void cb_graph_remove(be_ctx *bc, int i) {
+    tlc_graph_free(bc->graphs[i].g);
+    bc->graphs[i] = bc->graphs[--bc->n_graphs];
+}
+
+void cb_graphs_drop_lowrank(be_ctx *bc) {
+    for (int i = bc->n_graphs - 1; i >= 0; i--)
+        if (bc->graphs[i].lr_key) cb_graph_remove(bc, i);
+}
+
+/* an index region for a new capture with adapters, and room in the table:
+ * a free region, else the least recently replayed such graph's (freed) */
+static int cb_lora_slot(be_ctx *bc) {
+    bool busy[CBL_SLOTS] = {false};
+    int lru = -1, n_busy = 0;
+    for (int i = 0; i < bc->n_graphs; i++) {
+        const cb_graph *g = &bc->graphs[i];
+        if (g->lr_slot < 0) continue;
+        busy[g->lr_slot] = true;
+        n_busy++;
+        if (lru < 0 || g->used < bc->graphs[lru].used) lru = i;
+    }
+    if (bc->n_graphs == CB_GRAPHS || n_busy == CBL_SLOTS) {
+        const int victim = lru >= 0 ? lru : bc->n_graphs - 1;
+        if (bc->graphs[victim].lr_slot >= 0) busy[bc->graphs[victim].lr_slot] = false;
+        cb_graph_remove(bc, victim);
+    }
+    int k = 0;
+    while (busy[k]) k++;
+    return k;
+}
+
 /* which attention launches the step's graph holds: a one-sequence decode
  * below the cluster length (1) or past it (0); other steps: 0 */
 static int32_t cb_plan(const be_ctx *bc, const be_step *st) {
@@ -375,11 +407,22 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
     cb_inputs(bc, st);
     const int32_t plan = cb_plan(bc, st);
     const int64_t plan_len = plan ? tlc_attn_cluster_len(c) : (int64_t)bc->n_plane;
-    const bool capture = st->n_tokens <= CB_GRAPH_MAX && (bc->contig ? st->n_tokens == 1 : true) && !st->lowrank;
+    const uint64_t lk = st->lowrank_key;
+    const bool capture = st->n_tokens <= CB_GRAPH_MAX && (bc->contig ? st->n_tokens == 1 : true);
     int gi = -1;
+    bc->n_steps++;
     for (int i = 0; i < bc->n_graphs && capture; i++)
-        if (bc->graphs[i].m == st->n_tokens && bc->graphs[i].n_out == st->n_out && bc->graphs[i].plan == plan) gi = i;
-    if (gi < 0 && capture && bc->n_graphs < CB_GRAPHS) {
+        if (bc->graphs[i].m == st->n_tokens && bc->graphs[i].n_out == st->n_out && bc->graphs[i].plan == plan &&
+            bc->graphs[i].lr_key == lk)
+            gi = i;
+    /* a step with adapters is captured only when the previous step had the
+     * same key: a batch whose mix changes every step would otherwise pay a
+     * capture per step, and the eager step before places the adapters */
+    const bool lk_steady = !lk || lk == bc->prev_lr_key;
+    bc->prev_lr_key = lk;
+    if (gi < 0 && capture && lk_steady && (bc->n_graphs < CB_GRAPHS || lk)) {
+        const int slot = lk ? cb_lora_slot(bc) : -1;
+        if (lk && (s = cb_lora_capture_begin(bc, slot))) goto done;
         bc->graph_mode = true;
         tlc_attn_plan(c, plan_len);
         if ((s = tlc_graph_begin(c))) goto done;
@@ -387,6 +430,17 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
         if (!s) s = cb_run(bc, st, fn, arg);
         tlc_graph *g = NULL;
         tl_status s2 = tlc_graph_end(c, &g);
+        const int lr = lk ? cb_lora_capture_end(bc) : CB_LORA_OK;
+        if (lr != CB_LORA_OK) {
+            /* the adapters' part could not be captured: run eagerly (which
+             * places them for the next try), or always, for an index too big */
+            tlc_graph_free(g);
+            if (lr == CB_LORA_NEVER)
+                bc->graphs[bc->n_graphs++] = (cb_graph){st->n_tokens, st->n_out, plan, lk, -1, bc->n_steps, NULL,
+                                                        false, NULL};
+            s = TL_OK;
+            goto eager;
+        }
         if (s && !s2) {
             /* an op refused (a bad input the op checks): no graph, the error stands */
             tlc_graph_free(g);
@@ -394,17 +448,20 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
         }
         /* a step that cannot be captured (s2) runs eagerly from now on: the
          * entry with no graph says so */
-        bc->graphs[bc->n_graphs] = (cb_graph){st->n_tokens, st->n_out, plan, s2 ? NULL : g, bc->key_argmax, bc->key_dst};
+        bc->graphs[bc->n_graphs] = (cb_graph){st->n_tokens, st->n_out, plan, lk, s2 ? -1 : slot, bc->n_steps,
+                                              s2 ? NULL : g, bc->key_argmax, bc->key_dst};
         gi = bc->n_graphs++;
         s = TL_OK;
     }
     if (gi >= 0 && bc->graphs[gi].g) {
+        bc->graphs[gi].used = bc->n_steps;
         /* the host side of the captured forward, as it was at capture */
         bc->key_argmax = bc->graphs[gi].key;
         bc->key_dst = bc->graphs[gi].key_dst;
         s = tlc_graph_launch(c, bc->graphs[gi].g);
         goto done;
     }
+eager:
     /* eager: decisions may look at the inputs on the host */
     bc->graph_mode = false;
     tlc_attn_plan(c, plan_len);

@@ -27,6 +27,7 @@
 
 #define CB_GRAPH_MAX 64    /* steps of at most this many tokens are captured */
 #define CB_GRAPHS 160      /* graphs a context keeps */
+#define CBL_SLOTS 8        /* of them, steps with adapters (least recently used replaced) */
 #define CB_GEMM_ROWS 16384 /* weight rows per GEMM (bounds the dequantization scratch) */
 #define CB_IN_HDR 4        /* step input ints before the arrays: the head's 64-bit argmax key, pad */
 
@@ -63,6 +64,9 @@ struct be_model {
 
 typedef struct cb_graph {
     int32_t m, n_out, plan;
+    uint64_t lr_key;       /* be_step.lowrank_key it was captured for (0: no adapters) */
+    int lr_slot;           /* its index region (lr_key != 0 and g), else -1 */
+    uint64_t used;         /* the step count when last replayed */
     tlc_graph *g;          /* NULL: the step could not be captured (runs eagerly) */
     bool key;              /* its head leaves the argmax as the 64-bit key */
     const int32_t *key_dst;
@@ -101,6 +105,7 @@ struct be_ctx {
     const int32_t *key_dst;
     cb_graph graphs[CB_GRAPHS];
     int n_graphs;
+    uint64_t n_steps, prev_lr_key;
     cb_lora *lora;         /* adapters' device copies and index staging (cuda_be_lora.c), or NULL */
 };
 
@@ -122,10 +127,19 @@ tl_status cb_scale(be_ctx *bc, float *x, float s, int64_t n);
 tl_status cb_norm(be_ctx *bc, const float *x, const be_norm *nm, int64_t n, int64_t m, float *y);
 tl_status cb_linear(be_ctx *bc, const be_linear *l);
 tl_status cb_attention(be_ctx *bc, const be_attn *a);
-/* cuda_be_lora.c: y [m][ldy] += the terms' s B A x (x [m][n_in]); eager steps only */
+/* cuda_be_lora.c: y [m][ldy] += the terms' s B A x (x [m][n_in]) */
 tl_status cb_lowrank(be_ctx *bc, const be_lowrank *lr, const float *x, int64_t n_in, int64_t m, float *y, int64_t ldy);
 void cb_lora_reset(be_ctx *bc); /* the stream is idle: staging may be reused */
 void cb_lora_free(be_ctx *bc);
+/* A capture of a step with terms writes its index into region `slot`
+ * (< CBL_SLOTS); end says whether the graph is good (CB_LORA_OK), must be
+ * dropped until an eager step has placed the adapters (CB_LORA_RETRY), or
+ * can never hold this step (CB_LORA_NEVER). */
+enum { CB_LORA_OK = 0, CB_LORA_RETRY = 1, CB_LORA_NEVER = 2 };
+tl_status cb_lora_capture_begin(be_ctx *bc, int slot);
+int cb_lora_capture_end(be_ctx *bc);
+/* cuda_be.c: free every captured step with terms (their scratch moved) */
+void cb_graphs_drop_lowrank(be_ctx *bc);
 /* drop fusion state that reads p (an op is about to write it) */
 void cb_touch(be_ctx *bc, const void *p);
 

@@ -229,8 +229,17 @@ static tl_status cb_linear1(be_ctx *bc, const be_linear *l) {
 /* ---- many tokens ------------------------------------------------------------- */
 
 /* y [m][ldy] (=, or += in ACCUM) x W^T over the parts, in row chunks that
- * fit the dequantization scratch */
+ * fit the dequantization scratch; one token (a linear with adapters, which
+ * skips the fused one-token path) through the matvec kernels, its input
+ * quantized for them */
 static tl_status cb_gemm(be_ctx *bc, const be_weight *w, const float *x, int64_t m, float *y, int64_t ldy, int mode) {
+    if (m == 1 && w->n_in % 32 == 0) {
+        bool fl = true;
+        for (int i = 0; i < w->n; i++) fl = fl && tlc_weight_is_float(&w->part[i]);
+        if (!fl) CB_TRY(tlc_act_prep(bc->c, x, NULL, 0.0f, w->n_in, 1, NULL, bc->xq));
+        const tlc_mv_fuse none = {0};
+        return cb_mv(bc, w, x, fl ? NULL : bc->xq, y, mode, &none);
+    }
     const int np = w->one ? 1 : w->n;
     int64_t off = 0;
     for (int i = 0; i < np; i++) {

@@ -9,7 +9,9 @@
  * fixed order: no atomics, the same bits on every run. Groups are given per
  * linear point (each (layer, weight) has its own A/B pointers), all device
  * memory: A [rank][n_in] row-major, B stored transposed, Bt [rank][n_out],
- * so a warp's lanes read consecutive outputs. Activations are f32.
+ * so a warp's lanes read consecutive outputs; a group also says which
+ * output columns it adds to, so the terms of q, k and v (or gate and up) of
+ * one linear share the two launches. Activations are f32.
  * Nothing here knows a model; src/lora builds the entries.
  * Owns: nothing. Calls: CUDA runtime; base/status. */
 #ifndef TL_BACKEND_CUDA_LORA_H
@@ -28,14 +30,17 @@ typedef struct tlc_lora_group {
     const float *bt; /* [rank][n_out] (B transposed) */
     float scale;     /* user scale * alpha / rank */
     int32_t rank;    /* <= the max_rank the tmp rows hold; 0: adds nothing */
+    int32_t col0, n_out; /* the output columns it adds to: [col0, col0 + n_out) */
 } tlc_lora_group;
 
 /* tmp [n_ent][max_rank]; x rows of ldx floats (n_in used). stream: a
  * cudaStream_t (NULL: the default stream). */
 tl_status tlc_lora_shrink(const float *x, int64_t ldx, int32_t n_in, const int32_t *ent_row, const int32_t *ent_grp,
                           int32_t n_ent, const tlc_lora_group *groups, int32_t max_rank, float *tmp, void *stream);
-/* y rows of ldy floats (n_out used) for rows 0..n_rows-1, row_ptr [n_rows + 1]. */
-tl_status tlc_lora_expand(float *y, int64_t ldy, int32_t n_out, const int32_t *row_ptr, int32_t n_rows,
+/* y rows of ldy floats (columns 0..n_cols-1 walked; each group adds to its
+ * own columns, so one launch serves the parts of a stacked weight) for rows
+ * 0..n_rows-1, row_ptr [n_rows + 1]. */
+tl_status tlc_lora_expand(float *y, int64_t ldy, int32_t n_cols, const int32_t *row_ptr, int32_t n_rows,
                           const int32_t *ent_grp, const tlc_lora_group *groups, int32_t max_rank, const float *tmp,
                           void *stream);
 
