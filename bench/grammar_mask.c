@@ -41,6 +41,7 @@ static char *read_file(const char *path, size_t *n) {
     return b;
 }
 
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s TOKENIZER_DIR GRAMMAR|json|schema DOCS.jsonl\n", argv[0]);
@@ -81,7 +82,7 @@ int main(int argc, char **argv) {
     size_t cap = 1 << 20, n = 0;
     double *t = malloc(cap * sizeof *t), compile = 0;
     int32_t *toks = malloc((1 << 20) * sizeof *toks);
-    int n_docs = 0, n_fail = 0, n_skip = 0;
+    int n_docs = 0, n_fail = 0, n_skip = 0, n_bad = 0;
     for (char *line = strtok(docs, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
         if (!j) continue;
@@ -111,8 +112,12 @@ int main(int argc, char **argv) {
         double c0 = now_us();
         tl_grammar *g;
         if (tl_grammar_init(v, g_src, g_len, NULL, NULL, &g)) {
-            fprintf(stderr, "grammar: %s\n", tl_last_error());
-            return 1;
+            fprintf(stderr, "grammar refused: %s: %.120s\n", tl_last_error(), doc);
+            n_bad++;
+            free(gtext);
+            free(doc);
+            cJSON_Delete(j);
+            continue;
         }
         compile += now_us() - c0;
         n_docs++;
@@ -121,6 +126,7 @@ int main(int argc, char **argv) {
             const uint32_t *w;
             double a = now_us();
             tl_status s = tl_grammar_mask(g, &w);
+            if (getenv("GRDBG")) { size_t tl; const char *tt = tok_piece(tv, tok, &tl); fprintf(stderr, "TOK %d [%.*s] %.0f\n", i, (int)tl, tt, now_us() - a); }
             double b = now_us();
             if (b - a > 100000) fprintf(stderr, "slow mask %.0f us: doc %d token %d: %.120s\n", b - a, n_docs, i, doc);
             if (n == cap) t = realloc(t, (cap *= 2) * sizeof *t);
@@ -139,13 +145,15 @@ int main(int argc, char **argv) {
     qsort(t, n, sizeof *t, cmp_d);
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += t[i];
-    printf("vocab %d tokens, trie built in %.1f ms; %d documents (%d schemas unsupported), %zu tokens, %d rejected\n",
-           nv, t_vocab / 1e3, n_docs, n_skip, n, n_fail);
+    printf("vocab %d tokens, trie built in %.1f ms; %d documents (%d schemas unsupported, %d grammars refused), %zu tokens, "
+           "%d rejected\n",
+           nv, t_vocab / 1e3, n_docs, n_skip, n_bad, n, n_fail);
     printf("compile per grammar: mean %.1f us\n", n_docs ? compile / n_docs : 0);
     if (n)
         printf("mask per token: mean %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n", sum / n, t[n / 2],
                t[(size_t)(n * 0.99)], t[n - 1]);
+
     tl_grammar_vocab_free(v);
     tok_free(tv);
-    return n_fail ? 1 : 0;
+    return n_fail || n_bad ? 1 : 0;
 }

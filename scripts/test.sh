@@ -37,6 +37,19 @@ if cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTALLOW_SANITIZE=ON -DTALL
     (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --output-on-failure -j"$JOBS" -E '^py_' 2>&1) | tee build-asan/ctest.log
     count_ctest build-asan/ctest.log
+    # the server's bounded load test (and its error cases) against the sanitizer build; a
+    # small quarantine, or ASan's 256 MB of held frees would read as RSS growth
+    TALLOW_BIN=build-asan/tallow ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=4:thread_local_quarantine_size_kb=64 \
+        UBSAN_OPTIONS=print_stacktrace=1 \
+        timeout 900 python3 tests/test_serve.py --sanitized > build-asan/serve.log 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        pass=$((pass + 1)); echo "serve load under ASan+UBSan: ok ($(tail -1 build-asan/serve.log))"
+    elif [ $rc -eq 77 ]; then
+        echo "serve load under ASan+UBSan: skipped ($(tail -1 build-asan/serve.log))"
+    else
+        tail -30 build-asan/serve.log; fail=$((fail + 1)); echo "serve load under ASan+UBSan: FAILED (rc $rc)"
+    fi
 else
     echo "test: sanitizer build FAILED"; fail=$((fail + 1))
 fi

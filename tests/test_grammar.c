@@ -223,6 +223,8 @@ static void test_schema_errors(void) {
         {"{\"$ref\": \"#/$defs/nope\"}", "$ref not found"},
         {"{\"type\": \"strin\"}", "unknown type 'strin'"},
         {"{\"type\": \"string\",\n \"pattern\": \"(?=a)\"}", "lookaround"},
+        {"{\"type\": \"string\", \"pattern\": \"^x([a-z/ ]*)*$\"}", "repeated group that can match the empty string"},
+        {"{\"type\": \"string\", \"pattern\": \"^(a?|b){2,}$\"}", "repeated group that can match the empty string"},
         {"{\"type\": ", "line 1, column 9: invalid JSON"},
     };
     for (size_t i = 0; i < sizeof s / sizeof *s; i++) {

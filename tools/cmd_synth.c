@@ -1,7 +1,7 @@
 /* tools/cmd_synth: `tallow synth --shape NAME --type T -o OUT.gguf`.
  *
  * Writes a random-weight GGUF with the exact dimensions of a standard model
- * (Llama-3-8B, Llama-3.2-1B, Qwen3-0.6B, Qwen3-8B, or a tiny test shape), so
+ * (Llama-3-8B, Llama-3.2-1B, Qwen3-0.6B, Qwen3-8B, SmolLM2-135M, or a tiny test shape), so
  * speed benchmarks and CPU/GPU parity checks need no download. Weights are
  * ~N(0, std) (sum of four uniforms), norms 1, drawn per (tensor, row) from
  * the seed so a file does not depend on the thread count. Types follow the
@@ -46,6 +46,7 @@ static const synth_shape synth_shapes[] = {
     {"llama3.2-1b", "llama", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1},
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0},
     {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1000000.0f, 1e-6f, 0, 0},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 64, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0},
     {"tiny", "llama", 256, 2, 4, 2, 64, 512, 512, 2048, 10000.0f, 1e-5f, 0, 0},
 };
 
@@ -118,7 +119,7 @@ static void synth_usage(FILE *f) {
     fprintf(f,
             "usage: tallow synth --shape NAME --type T -o OUT.gguf [options]\n"
             "  write a random-weight GGUF of a standard model shape\n"
-            "  --shape S    llama3-8b | llama3.2-1b | qwen3-0.6b | qwen3-8b | tiny\n"
+            "  --shape S    llama3-8b | llama3.2-1b | qwen3-0.6b | qwen3-8b | smollm2-135m | tiny\n"
             "  --arch A     llama | qwen3 (default: the shape's family)\n"
             "  --type T     f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q4_k_m | q4_k | q6_k (default f16)\n"
             "  --layers N   override the layer count (quick tests)\n"

@@ -157,6 +157,27 @@ static tl_status gb_normalize(gb_ranges *r, bool neg, gb_ranges *o) {
     return s;
 }
 
+/* The rule of k full continuation bytes, shared by every character class
+ * of the grammar: sequences that end the same way then end in the same
+ * parser positions, so the parses of all multi-byte characters of a class
+ * meet again after their lead bytes. */
+static tl_status gb_u8_tail(gp_state *p, int32_t near, int k, int32_t *out) {
+    if (p->u8_tail[k]) {
+        *out = p->u8_tail[k] - 1;
+        return TL_OK;
+    }
+    int32_t r, rest = -1;
+    tl_status s = k > 1 ? gb_u8_tail(p, near, k - 1, &rest) : TL_OK;
+    if (!s) s = gb_new_rule(p, near, &r);
+    if (!s) s = gb_emit_range(p, r, 0x80, 0xbf);
+    if (!s && k > 1) s = gb_emit(p, r, GB_REF(rest));
+    if (!s) s = gb_end_alt(p, r);
+    if (s) return s;
+    p->u8_tail[k] = r + 1;
+    *out = r;
+    return TL_OK;
+}
+
 /* Emit the byte-range sequences of code points lo..hi, one alternative of
  * rule each: split at UTF-8 length boundaries, then until every continuation
  * byte spans its full 80-BF range below the first differing position. */
@@ -184,11 +205,16 @@ static tl_status gb_utf8_seqs(gp_state *p, int32_t rule, uint32_t lo, uint32_t h
     uint8_t a[4], b[4];
     int n = gb_utf8(lo, a);
     gb_utf8(hi, b);
-    for (int i = 0; i < n; i++) {
+    int k = 0; /* trailing continuation bytes that take all of 80-BF */
+    while (k < n - 1 && a[n - 1 - k] == 0x80 && b[n - 1 - k] == 0xbf) k++;
+    for (int i = 0; i < n - k; i++) {
         tl_status s = gb_emit_range(p, rule, a[i], b[i]);
         if (s) return s;
     }
-    return gb_end_alt(p, rule);
+    int32_t t;
+    tl_status s = k ? gb_u8_tail(p, rule, k, &t) : TL_OK;
+    if (!s && k) s = gb_emit(p, rule, GB_REF(t));
+    return s ? s : gb_end_alt(p, rule);
 }
 
 tl_status gb_emit_class(gp_state *p, int32_t rule, gb_ranges *r, bool neg, size_t at) {
@@ -278,6 +304,49 @@ tl_status gb_emit_repeat(gp_state *p, int32_t rule, int32_t atom_start, int32_t 
     return gb_emit(p, rule, GB_REF(tail));
 }
 
+static uint32_t gb_name_hash(const char *name, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)name[i]) * 16777619u;
+    return h;
+}
+
+static int32_t gb_find(const gp_state *p, const char *name, size_t n) {
+    if (!p->name_cap) return -1;
+    uint32_t m = (uint32_t)p->name_cap - 1;
+    for (uint32_t k = gb_name_hash(name, n) & m; p->name_hash[k] >= 0; k = (k + 1) & m) {
+        const char *q = p->rules[p->name_hash[k]].name;
+        if (!strncmp(q, name, n) && q[n] == '\0') return p->name_hash[k];
+    }
+    return -1;
+}
+
+/* Index rule i by its name unless a rule of that name is indexed already. */
+static tl_status gb_index_name(gp_state *p, int32_t i) {
+    if ((p->n_rules + 1) * 2 > p->name_cap) {
+        int32_t nc = p->name_cap ? p->name_cap * 2 : 256;
+        int32_t *h = malloc((size_t)nc * sizeof *h);
+        if (!h) return tl_err(TL_ERR_NOMEM, "grammar: out of memory");
+        memset(h, 0xff, (size_t)nc * sizeof *h);
+        for (int32_t k = 0; k < p->name_cap; k++) {
+            int32_t r = p->name_hash[k];
+            if (r < 0) continue;
+            uint32_t j = gb_name_hash(p->rules[r].name, strlen(p->rules[r].name)) & (uint32_t)(nc - 1);
+            while (h[j] >= 0) j = (j + 1) & (uint32_t)(nc - 1);
+            h[j] = r;
+        }
+        free(p->name_hash);
+        p->name_hash = h;
+        p->name_cap = nc;
+    }
+    const char *name = p->rules[i].name;
+    size_t n = strlen(name);
+    uint32_t m = (uint32_t)p->name_cap - 1, k = gb_name_hash(name, n) & m;
+    for (; p->name_hash[k] >= 0; k = (k + 1) & m)
+        if (!strcmp(p->rules[p->name_hash[k]].name, name)) return TL_OK;
+    p->name_hash[k] = i;
+    return TL_OK;
+}
+
 static tl_status gb_add_rule(gp_state *p, char *name, int32_t *out) {
     if (!name) return tl_err(TL_ERR_NOMEM, "grammar: out of memory");
     if (p->n_rules >= GB_MAX_RULES) {
@@ -292,8 +361,10 @@ static tl_status gb_add_rule(gp_state *p, char *name, int32_t *out) {
     gb_rule *r = &p->rules[p->n_rules];
     memset(r, 0, sizeof *r);
     r->name = name;
-    *out = p->n_rules++;
-    return TL_OK;
+    *out = p->n_rules;
+    s = gb_index_name(p, p->n_rules);
+    p->n_rules++;
+    return s;
 }
 
 tl_status gb_new_rule(gp_state *p, int32_t parent, int32_t *out) {
@@ -306,11 +377,6 @@ tl_status gb_new_rule(gp_state *p, int32_t parent, int32_t *out) {
     return s;
 }
 
-static int32_t gb_find(const gp_state *p, const char *name, size_t n) {
-    for (int32_t i = 0; i < p->n_rules; i++)
-        if (!strncmp(p->rules[i].name, name, n) && p->rules[i].name[n] == '\0') return i;
-    return -1;
-}
 
 tl_status gb_rule_ref(gp_state *p, const char *name, size_t n, size_t at, int32_t *out) {
     int32_t i = gb_find(p, name, n);
@@ -345,5 +411,6 @@ void gb_state_free(gp_state *p) {
     free(p->rules);
     free(p->sets);
     free(p->set_hash);
+    free(p->name_hash);
     memset(p, 0, sizeof *p);
 }

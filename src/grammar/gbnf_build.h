@@ -34,6 +34,9 @@ typedef struct gp_state {
     int32_t *set_hash; /* open addressing over sets, -1 empty */
     int32_t hash_cap;
     int64_t total; /* elements over all rules, against GB_MAX_ELEMS */
+    int32_t *name_hash; /* open addressing over rule names (the first rule of a name), -1 empty */
+    int32_t name_cap;
+    int32_t u8_tail[4]; /* rule + 1 of k full continuation bytes (80-BF){k}, 0 until made */
 } gp_state;
 
 /* TL_ERR_FORMAT "grammar: line L, column C: what" for source offset at. */

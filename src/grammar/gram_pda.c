@@ -6,6 +6,22 @@
 #include "grammar/gram_pda.h"
 #include "grammar/gram_vocab.h"
 
+static int gm_popcount(uint64_t x) {
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* 8 bytes of a byte bitset (byte k's bit j is bit 8k + j) as one word. */
+static uint64_t gm_le64(uint64_t w) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return __builtin_bswap64(w);
+#else
+    return w;
+#endif
+}
+
 static tl_status gm_nomem(void) { return tl_err(TL_ERR_NOMEM, "grammar: out of memory"); }
 
 static uint32_t gm_mix(uint64_t x) {
@@ -35,6 +51,9 @@ static void gm_classes(gm_pda *p) {
     }
     p->n_cls = n;
     for (int b = 255; b >= 0; b--) p->rep[p->cls[b]] = (uint8_t)b;
+    memset(p->cls_ascii, 0, sizeof p->cls_ascii);
+    memset(p->cls_n_ascii, 0, sizeof p->cls_n_ascii);
+    for (int b = 0; b < 128; b++) p->cls_ascii[p->cls[b]][b >> 6] |= 1ull << (b & 63), p->cls_n_ascii[p->cls[b]]++;
 }
 
 static tl_status gm_node_rehash(gm_pda *p, int32_t cap) {
@@ -131,15 +150,23 @@ static tl_status gm_expand(gm_pda *p, int32_t x, int32_t *n_out, bool *acc) {
     return s;
 }
 
-static int gm_cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
+/* A state's stacks are a set kept in the order they were found, so its
+ * hash must not depend on order: a sum of mixed members. */
 static uint32_t gm_state_hash(const int32_t *v, int32_t n, bool acc) {
     uint64_t h = acc ? 0x9e3779b97f4a7c15ull : 7;
-    for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)v[i]) * 0x100000001b3ull;
-    return gm_mix(h);
+    for (int32_t i = 0; i < n; i++) h += (uint64_t)gm_mix((uint64_t)(uint32_t)v[i] * 0x9e3779b97f4a7c15ull) * 0x100000001b3ull;
+    return gm_mix(h ^ (uint64_t)n << 40);
+}
+
+/* Whether state i holds exactly the stacks just expanded (outl[0..n), no
+ * repeats): gm_expand stamps every node it reaches with the generation, and
+ * the stacks it reaches are exactly the ones it appends to outl. */
+static bool gm_state_is(const gm_pda *p, int32_t i, int32_t n, bool acc) {
+    if (p->s_len[i] != n || p->s_acc[i] != acc) return false;
+    const int32_t *v = p->pool + p->s_off[i];
+    for (int32_t k = 0; k < n; k++)
+        if (p->nseen[v[k]] != p->gen) return false;
+    return true;
 }
 
 static tl_status gm_state_rehash(gm_pda *p, int32_t cap) {
@@ -157,7 +184,7 @@ static tl_status gm_state_rehash(gm_pda *p, int32_t cap) {
     return TL_OK;
 }
 
-/* The state of the stacks outl[0..n) (sorted here) and acc, made if new;
+/* The state of the stacks outl[0..n) (just expanded) and acc, made if new;
  * GM_DEAD when there are none and the root cannot end. */
 static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
     if (!n && !acc) {
@@ -165,10 +192,9 @@ static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
         return TL_OK;
     }
     int32_t *v = p->outl;
-    qsort(v, (size_t)n, sizeof *v, gm_cmp_i32);
     uint32_t k = gm_state_hash(v, n, acc) & (uint32_t)(p->shash_cap - 1);
     for (int32_t i; (i = p->shash[k]) >= 0; k = (k + 1) & (uint32_t)(p->shash_cap - 1))
-        if (p->s_len[i] == n && p->s_acc[i] == acc && !memcmp(p->pool + p->s_off[i], v, (size_t)n * sizeof *v)) {
+        if (gm_state_is(p, i, n, acc)) {
             *out = i;
             return TL_OK;
         }
@@ -184,11 +210,9 @@ static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
         p->s_acc = b;
         if (!(a = realloc(p->trans, (size_t)nc * (size_t)p->n_cls * sizeof *a))) return gm_nomem();
         p->trans = a;
-        uint64_t(*l)[4] = realloc(p->loop, (size_t)nc * sizeof *l);
-        if (!l) return gm_nomem();
-        p->loop = l;
-        if (!(b = realloc(p->loop_ok, (size_t)nc))) return gm_nomem();
-        p->loop_ok = b;
+        gm_run *r = realloc(p->run, (size_t)nc * sizeof *r);
+        if (!r) return gm_nomem();
+        p->run = r;
         p->cap_states = nc;
     }
     if (p->n_pool + n > p->cap_pool) {
@@ -203,7 +227,7 @@ static tl_status gm_state(gm_pda *p, int32_t n, bool acc, int32_t *out) {
     p->s_off[id] = (int32_t)p->n_pool;
     p->s_len[id] = n;
     p->s_acc[id] = acc;
-    p->loop_ok[id] = 0;
+    p->run[id].done = 0;
     memcpy(p->pool + p->n_pool, v, (size_t)n * sizeof *v);
     p->n_pool += n;
     for (int32_t c = 0; c < p->n_cls; c++) p->trans[(int64_t)id * p->n_cls + c] = GM_UNKNOWN;
@@ -225,12 +249,11 @@ tl_status gm_pda_init(gm_pda *p, const gbnf *g) {
     p->s_len = malloc(256 * sizeof(int32_t));
     p->s_acc = malloc(256);
     p->trans = malloc(256 * (size_t)p->n_cls * sizeof(int32_t));
-    p->loop = malloc(256 * sizeof *p->loop);
-    p->loop_ok = malloc(256);
+    p->run = malloc(256 * sizeof *p->run);
     p->pool = malloc(4096 * sizeof(int32_t));
     p->work = malloc(256 * sizeof(int32_t));
     p->outl = malloc(256 * sizeof(int32_t));
-    if (!p->npos || !p->npar || !p->nseen || !p->s_off || !p->s_len || !p->s_acc || !p->trans || !p->loop || !p->loop_ok || !p->pool ||
+    if (!p->npos || !p->npar || !p->nseen || !p->s_off || !p->s_len || !p->s_acc || !p->trans || !p->run || !p->pool ||
         !p->work || !p->outl) {
         gm_pda_free(p);
         return gm_nomem();
@@ -244,7 +267,7 @@ tl_status gm_pda_init(gm_pda *p, const gbnf *g) {
 void gm_pda_free(gm_pda *p) {
     free(p->npos), free(p->npar), free(p->nseen), free(p->nhash);
     free(p->s_off), free(p->s_len), free(p->s_acc), free(p->pool), free(p->trans), free(p->shash);
-    free(p->loop), free(p->loop_ok);
+    free(p->run);
     free(p->work), free(p->outl);
     memset(p, 0, sizeof *p);
 }
@@ -253,6 +276,10 @@ tl_status gm_pda_start(gm_pda *p, int32_t *out) {
     const gbnf *g = p->g;
     int32_t n = 0;
     bool acc = false;
+    if (p->gen == INT32_MAX) {
+        memset(p->nseen, 0, (size_t)p->cap_nodes * sizeof *p->nseen);
+        p->gen = 0;
+    }
     p->gen++;
     tl_status s = TL_OK;
     for (int32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1] && !s; a++) {
@@ -262,11 +289,16 @@ tl_status gm_pda_start(gm_pda *p, int32_t *out) {
     return s ? s : gm_state(p, n, acc, out);
 }
 
-tl_status gm_pda_step(gm_pda *p, int32_t st, int32_t c, int32_t *out) {
+/* Expand the successors of state st on byte class c into outl[0..*n). */
+static tl_status gm_succ(gm_pda *p, int32_t st, int32_t c, int32_t *n, bool *acc) {
     const gbnf *g = p->g;
     uint8_t b = p->rep[c];
-    int32_t n = 0;
-    bool acc = false;
+    *n = 0;
+    *acc = false;
+    if (p->gen == INT32_MAX) { /* stamps would repeat: start them over */
+        memset(p->nseen, 0, (size_t)p->cap_nodes * sizeof *p->nseen);
+        p->gen = 0;
+    }
     p->gen++;
     tl_status s = TL_OK;
     /* the state's stacks are read from the pool, which gm_state may move:
@@ -277,29 +309,18 @@ tl_status gm_pda_step(gm_pda *p, int32_t st, int32_t c, int32_t *out) {
         if (!gbnf_set_has(g, g->elems[pos], b)) continue;
         int32_t y = p->npar[x];
         if (g->elems[pos + 1] != GB_END) s = gm_node(p, pos + 1, y, &y);
-        if (!s) s = gm_expand(p, y, &n, &acc);
+        if (!s) s = gm_expand(p, y, n, acc);
     }
-    if (!s) s = gm_state(p, n, acc, out);
-    if (!s) p->trans[(int64_t)st * p->n_cls + c] = *out;
     return s;
 }
 
-tl_status gm_pda_loops(gm_pda *p, int32_t st, const uint64_t **out) {
-    if (!p->loop_ok[st]) {
-        uint64_t l[4] = {0, 0, 0, 0};
-        for (int32_t c = 0; c < p->n_cls; c++) {
-            int32_t t;
-            tl_status s = gm_pda_next(p, st, p->rep[c], &t);
-            if (s) return s;
-            if (t != st) continue;
-            for (int b = 0; b < 256; b++)
-                if (p->cls[b] == c) l[b >> 6] |= 1ull << (b & 63);
-        }
-        memcpy(p->loop[st], l, sizeof l);
-        p->loop_ok[st] |= 1;
-    }
-    *out = p->loop[st];
-    return TL_OK;
+tl_status gm_pda_step(gm_pda *p, int32_t st, int32_t c, int32_t *out) {
+    int32_t n;
+    bool acc;
+    tl_status s = gm_succ(p, st, c, &n, &acc);
+    if (!s) s = gm_state(p, n, acc, out);
+    if (!s) p->trans[(int64_t)st * p->n_cls + c] = *out;
+    return s;
 }
 
 /* Depth-first over (automaton state, decoder state) pairs from st through
@@ -327,14 +348,131 @@ static tl_status gm_u8_walk(gm_pda *p, int32_t root, int32_t st, int u8, bool *o
     return TL_OK;
 }
 
-tl_status gm_pda_utf8_loop(gm_pda *p, int32_t st, bool *out) {
-    if (!(p->loop_ok[st] & 2)) {
-        bool ok = true;
-        tl_status s = gm_u8_walk(p, st, st, 0, &ok);
-        if (s) return s;
-        p->loop_ok[st] |= (uint8_t)(2 | (ok ? 4 : 0));
+/* The run of st without its length: the largest group of ASCII bytes that
+ * lead to one state, and whether multi-byte characters lead there too. Only
+ * for states that take at least GM_RUN_MIN_BYTES ASCII bytes: below that a
+ * subtree is cheaper walked than its run computed. */
+static tl_status gm_run_base(gm_pda *p, int32_t st) {
+    const gbnf *g = p->g;
+    uint64_t a[4] = {0, 0, 0, 0};
+    for (int32_t i = 0; i < p->s_len[st]; i++) {
+        const uint8_t *set = g->sets[g->elems[p->npos[p->pool[p->s_off[st] + i]]]];
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, set + 8 * k, 8);
+            a[k] |= gm_le64(w);
+        }
     }
-    *out = (p->loop_ok[st] & 4) != 0;
+    gm_run r = {{0, 0}, GM_DEAD, 0, GM_U8_NO, 1};
+    if (gm_popcount(a[0]) + gm_popcount(a[1]) >= GM_RUN_MIN_BYTES) {
+        /* A successor depends only on which of the state's stacks take the
+         * byte (each that does steps past its byte set, whatever the byte),
+         * so classes taken by the same stacks lead to the same state. They
+         * are grouped by a hash of that set of stacks, checked exactly
+         * within the group kept, and only that group's state is made. */
+        const int32_t *v = p->pool + p->s_off[st];
+        int32_t ns = p->s_len[st];
+        uint64_t h[128];
+        uint8_t cl[128];
+        int n = 0;
+        uint64_t seen[4] = {0, 0, 0, 0};
+        for (int w = 0; w < 2; w++)
+            for (uint64_t m = a[w]; m; m &= m - 1) {
+                int32_t c = p->cls[w * 64 + __builtin_ctzll(m)];
+                if (seen[c >> 6] >> (c & 63) & 1) continue;
+                seen[c >> 6] |= 1ull << (c & 63);
+                uint8_t rb = p->rep[c];
+                uint64_t hc = 0;
+                for (int32_t i = 0; i < ns; i++)
+                    if (gbnf_set_has(g, g->elems[p->npos[v[i]]], rb)) hc += gm_mix((uint64_t)(uint32_t)i * 0x9e3779b97f4a7c15ull) | 1;
+                cl[n] = (uint8_t)c;
+                h[n++] = hc;
+            }
+        int best_n = 0, best = -1;
+        uint8_t grouped[128] = {0};
+        for (int k = 0; k < n; k++) {
+            if (grouped[k] || !h[k]) continue;
+            int bn = 0;
+            for (int j = k; j < n; j++)
+                if (h[j] == h[k]) bn += p->cls_n_ascii[cl[j]], grouped[j] = 1;
+            if (bn > best_n) best_n = bn, best = k;
+        }
+        if (best >= 0) {
+            uint8_t rb = p->rep[cl[best]];
+            for (int j = 0; j < n; j++) {
+                if (h[j] != h[best]) continue;
+                uint8_t rj = p->rep[cl[j]];
+                bool same = true;
+                for (int32_t i = 0; i < ns && same; i++) {
+                    int32_t e = g->elems[p->npos[v[i]]];
+                    same = gbnf_set_has(g, e, rb) == gbnf_set_has(g, e, rj);
+                }
+                if (same) r.b[0] |= p->cls_ascii[cl[j]][0], r.b[1] |= p->cls_ascii[cl[j]][1];
+            }
+            /* made last: interning may move the pool v points into */
+            tl_status s = gm_pda_next(p, st, rb, &r.next);
+            if (s) return s;
+        }
+    }
+    if (a[2] | a[3]) r.u8 = GM_U8_UNKNOWN;
+    p->run[st] = r;
+    return TL_OK;
+}
+
+/* Whether u's run continues into the run of its next state v: v takes at
+ * least the bytes u takes (and multi-byte characters if u does). */
+static bool gm_run_goes_on(const gm_run *u, const gm_run *v) {
+    return (v->done & 1) && v->next != GM_DEAD && !(u->b[0] & ~v->b[0]) && !(u->b[1] & ~v->b[1]);
+}
+
+tl_status gm_pda_run(gm_pda *p, int32_t st, const gm_run **out) {
+    tl_status s;
+    if (!(p->run[st].done & 1) && (s = gm_run_base(p, st))) return s;
+    if (!(p->run[st].done & 2)) {
+        /* follow the chain of next states until one whose length is known,
+         * one the run does not go on into, or GM_RUN_CAP states (the length
+         * is then a lower bound, which is all a caller relies on) */
+        int32_t chain[GM_RUN_CAP];
+        int n = 0;
+        for (int32_t u = st; n < GM_RUN_CAP;) {
+            chain[n++] = u;
+            int32_t v = p->run[u].next;
+            if (v == GM_DEAD || v == u) break;
+            if (!(p->run[v].done & 1) && (s = gm_run_base(p, v))) return s;
+            if ((p->run[v].done & 2) || !gm_run_goes_on(&p->run[u], &p->run[v])) break;
+            u = v;
+        }
+        for (int k = n - 1; k >= 0; k--) {
+            gm_run *u = &p->run[chain[k]];
+            uint32_t len = 0;
+            if (u->next == chain[k]) {
+                len = GM_RUN_INF;
+            } else if (u->next != GM_DEAD) {
+                const gm_run *v = &p->run[u->next];
+                uint32_t rest = (v->done & 2) && gm_run_goes_on(u, v) ? v->len : 0;
+                len = rest == GM_RUN_INF ? GM_RUN_INF : rest + 1 < GM_RUN_INF ? rest + 1 : GM_RUN_INF - 1;
+            }
+            u->len = (uint16_t)len;
+            u->done |= 2;
+        }
+    }
+    *out = &p->run[st];
+    return TL_OK;
+}
+
+tl_status gm_pda_run_u8(gm_pda *p, int32_t st, uint32_t n, bool *out) {
+    *out = true;
+    for (uint32_t k = 0; k < n && *out; k++) {
+        if (p->run[st].u8 == GM_U8_UNKNOWN) {
+            bool ok = p->run[st].next != GM_DEAD;
+            tl_status s = ok ? gm_u8_walk(p, p->run[st].next, st, 0, &ok) : TL_OK;
+            if (s) return s;
+            p->run[st].u8 = ok ? GM_U8_YES : GM_U8_NO;
+        }
+        *out = p->run[st].u8 == GM_U8_YES;
+        if (p->run[st].next == st) break;
+        st = p->run[st].next;
+    }
     return TL_OK;
 }
 

@@ -26,10 +26,31 @@
 #define GM_MAX_NODES (1 << 24)
 #define GM_MAX_STACKS (1 << 16)
 
+/* A state's run: the characters that all lead it to one next state, and how
+ * many of them in a row it takes. In a string body the run is the plain
+ * characters and next is the state itself (len GM_RUN_INF); in a string of
+ * at most N characters, next is the state with one character fewer left and
+ * len counts down. A vocabulary subtree whose tokens are all such characters,
+ * no more of them than len, is accepted whole without walking it. */
+#define GM_RUN_INF 0xffff
+#define GM_RUN_CAP 32
+#define GM_RUN_MIN_BYTES 8
+enum { GM_U8_NO = 0, GM_U8_YES = 1, GM_U8_UNKNOWN = 2 };
+typedef struct gm_run {
+    uint64_t b[2]; /* the ASCII bytes of the run */
+    int32_t next;  /* the state they lead to; GM_DEAD: no run */
+    uint16_t len;  /* characters in a row that stay in runs taking b (a lower bound); GM_RUN_INF: unbounded */
+    uint8_t u8;    /* GM_U8_YES: every well-formed multi-byte character leads to next too, every prefix of one
+                    * stays alive (learnt on first use) */
+    uint8_t done;  /* bit 0: b, next, u8 known; bit 1: len known */
+} gm_run;
+
 typedef struct gm_pda {
     const gbnf *g;
     uint8_t cls[256]; /* byte -> class */
     uint8_t rep[256]; /* class -> one byte of it */
+    uint64_t cls_ascii[256][2]; /* class -> its ASCII bytes */
+    uint8_t cls_n_ascii[256];   /* class -> how many */
     int32_t n_cls;
     /* nodes */
     int32_t *npos, *npar, *nseen;
@@ -43,8 +64,7 @@ typedef struct gm_pda {
     int32_t *pool;
     int64_t n_pool, cap_pool;
     int32_t *trans; /* [cap_states * n_cls] */
-    uint64_t (*loop)[4]; /* [cap_states] bytes that lead from a state to itself */
-    uint8_t *loop_ok;    /* [cap_states] bit 0: loop[] computed; bit 1: utf8 computed; bit 2: utf8 */
+    struct gm_run *run; /* [cap_states] */
     int32_t *shash;
     int32_t shash_cap;
     /* scratch */
@@ -60,12 +80,11 @@ tl_status gm_pda_start(gm_pda *p, int32_t *out);
 /* Next state of state s on byte class c (GM_DEAD if none), computed once. */
 tl_status gm_pda_step(gm_pda *p, int32_t s, int32_t c, int32_t *out);
 static inline bool gm_pda_accepting(const gm_pda *p, int32_t s) { return s >= 0 && p->s_acc[s]; }
-/* The bytes b with next(s, b) == s (computes every transition of s once). */
-tl_status gm_pda_loops(gm_pda *p, int32_t s, const uint64_t **out);
-/* Whether every well-formed multi-byte UTF-8 character leads from s back
- * to s (and every prefix of one stays alive): the grammar takes any
- * non-ASCII character here and stays put. */
-tl_status gm_pda_utf8_loop(gm_pda *p, int32_t s, bool *out);
+/* The run of state s (computed once; may make the states it leads to). */
+tl_status gm_pda_run(gm_pda *p, int32_t s, const gm_run **out);
+/* Whether multi-byte characters are in the runs of s and of the n - 1
+ * states after it (s's run must be known, with len >= n). */
+tl_status gm_pda_run_u8(gm_pda *p, int32_t s, uint32_t n, bool *out);
 /* Drop every state but s, which becomes state 0 (ids change: callers drop
  * anything keyed by state id). */
 tl_status gm_pda_compact(gm_pda *p, int32_t s);

@@ -45,7 +45,8 @@ static tl_status gv_summaries(tl_grammar_vocab *v, int32_t *path) {
     uint8_t *u8 = malloc((size_t)nn + 1);
     v->below = calloc((size_t)nn + 1, sizeof *v->below);
     v->u8_clean = malloc((size_t)nn + 1);
-    if (!u8 || !v->below || !v->u8_clean) {
+    v->maxc = malloc(((size_t)nn + 1) * sizeof *v->maxc);
+    if (!u8 || !v->below || !v->u8_clean || !v->maxc) {
         free(u8);
         return tl_err(TL_ERR_NOMEM, "grammar vocab: out of memory");
     }
@@ -59,13 +60,17 @@ static tl_status gv_summaries(tl_grammar_vocab *v, int32_t *path) {
     /* reverse preorder: children are done before their parent */
     for (int32_t i = nn - 1; i >= 0; i--) {
         bool wf = true; /* no ill-formed byte anywhere below */
+        uint32_t mc = 0;
         for (int32_t c = i + 1; c < v->nodes[i].end; c = v->nodes[c].end) {
             uint8_t b = v->nodes[c].byte;
             v->below[i][b >> 6] |= 1ull << (b & 63);
             for (int k = 0; k < 4; k++) v->below[i][k] |= v->below[c][k];
             wf = wf && u8[c] != GV_U8_BAD && (v->u8_clean[c] & 2);
+            uint32_t m = v->maxc[c] + ((b & 0xc0) != 0x80); /* a byte not 10xxxxxx starts a character */
+            if (m > mc) mc = m;
         }
-        v->u8_clean[i] = (uint8_t)((wf ? 2 : 0) | (u8[i] == 0 ? 1 : 0));
+        v->maxc[i] = (uint16_t)(mc < UINT16_MAX ? mc : UINT16_MAX);
+        v->u8_clean[i] = (uint8_t)((wf ? 2 : 0) | (u8[i] == 0 ? 1 : 0) | (u8[i] == GV_U8_BAD ? 4 : 0));
     }
     free(u8);
     return TL_OK;
@@ -92,6 +97,7 @@ void tl_grammar_vocab_free(tl_grammar_vocab *v) {
     free(v->below);
     free(v->sub_lo);
     free(v->u8_clean);
+    free(v->maxc);
     free(v->toks);
     free(v->kind);
     free(v->blob);

@@ -39,8 +39,10 @@ struct tl_grammar_vocab {
     int32_t *sub_lo;
     /* per node: bit 0 set when the node ends a whole UTF-8 character, bit 1
      * when every token below continues it as well-formed UTF-8 (possibly
-     * cut short) */
+     * cut short), bit 2 when the bytes up to the node are ill-formed */
     uint8_t *u8_clean;
+    /* per node: the most characters any token below starts after the node */
+    uint16_t *maxc;
     int32_t *toks;  /* text tokens sorted by bytes */
     uint8_t *kind;  /* [n_vocab] */
     char *blob;     /* the text of token i is blob[off[i] .. off[i + 1]) */

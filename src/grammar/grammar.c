@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "grammar/gbnf.h"
+#include "grammar/gram_inside.h"
 #include "grammar/gram_pda.h"
 #include "grammar/gram_vocab.h"
 #include "tallow.h"
@@ -19,13 +20,14 @@ struct tl_grammar {
     const tl_grammar_vocab *v;
     gbnf *g;
     gm_pda pda;
+    gi_cache inside; /* inside sets of the runs of string bodies */
     tl_grammar_params p;
     int32_t cur;   /* automaton state; GM_DEAD after a forced wrong token */
     bool ended;    /* an end-of-generation token was accepted */
     int32_t n_words;
     int32_t *eog;  /* end-of-generation token ids */
     int32_t n_eog;
-    int32_t *stk;  /* walk: state by trie depth */
+    int32_t *stk, *bst; /* walk scratch by trie depth */
     /* mask cache: slot of state s is mslot[s] (-1 none) */
     int32_t *mslot;
     int32_t cap_mslot;
@@ -54,8 +56,9 @@ static tl_status gr_nomem(void) { return tl_err(TL_ERR_NOMEM, "grammar: out of m
 void tl_grammar_free(tl_grammar *g) {
     if (!g) return;
     gm_pda_free(&g->pda);
+    gi_free(&g->inside);
     gbnf_free(g->g);
-    free(g->eog), free(g->stk), free(g->mslot), free(g->masks), free(g->scratch);
+    free(g->eog), free(g->stk), free(g->bst), free(g->mslot), free(g->masks), free(g->scratch);
     for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
     free(g->trig), free(g->trig_len), free(g->win);
     free(g);
@@ -90,8 +93,9 @@ tl_status tl_grammar_init(const tl_grammar_vocab *v, const char *text, size_t le
     g->max_masks = (int32_t)(p.mask_cache_bytes / mask_bytes > 1 << 20 ? 1 << 20 : p.mask_cache_bytes / mask_bytes);
     g->eog = malloc(((size_t)v->n_vocab + 1) * sizeof *g->eog);
     g->stk = malloc((v->max_len + 2) * sizeof *g->stk);
+    g->bst = malloc((v->max_len + 2) * sizeof *g->bst);
     g->scratch = malloc(mask_bytes);
-    if (!g->eog || !g->stk || !g->scratch) {
+    if (!g->eog || !g->stk || !g->bst || !g->scratch) {
         tl_grammar_free(g);
         return gr_nomem();
     }
@@ -132,26 +136,31 @@ static tl_status gr_bound(tl_grammar *g) {
     return TL_OK;
 }
 
-/* The trie walk: every text token whose bytes the automaton accepts from
- * state st, plus end-of-generation tokens where the grammar may end. */
-/* Subtrees smaller than this are walked node by node. */
-#define GR_BULK_MIN 1
+/* Subtrees of at most this many nodes are walked node by node: cheaper
+ * than learning the run of a state met only there. */
+#define GR_BULK_MIN 32
+/* Runs of fewer ASCII bytes than this are walked: their exits are most of
+ * the trie. */
+#define GR_INSIDE_MIN 32
 
-/* Whether node i's whole subtree is accepted from state t: every ASCII byte
- * below loops on t and, if there are non-ASCII bytes below, node i ends a
- * character, the tokens below are well-formed UTF-8 and every character
- * loops on t. Then *hi extends the node's tokens to the subtree's and the walk
- * moves to its end; else the walk moves to the first child. */
-static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t, int32_t *hi, int32_t *next) {
+/* Whether node i's whole subtree is accepted: t0 is the state at the last
+ * character boundary on the path (node i's own state when node i ends a
+ * character, mid is set when it does not). The subtree is accepted when its
+ * bytes are all in t0's run (multi-byte characters too if there are any, or
+ * node i is inside one) and no token below is longer than the run. Then *hi
+ * extends the node's tokens to the subtree's and the walk moves to its end;
+ * else the walk moves to the first child. */
+static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t0, bool mid, int32_t *hi, int32_t *next) {
     const tl_grammar_vocab *v = g->v;
-    const uint64_t *l, *b = v->below[i];
-    tl_status s = gm_pda_loops(&g->pda, t, &l);
+    const uint64_t *b = v->below[i];
+    const gm_run *r;
+    tl_status s = gm_pda_run(&g->pda, t0, &r);
     if (s) return s;
-    bool in = !(b[0] & ~l[0]) && !(b[1] & ~l[1]);
-    if (in && (b[2] | b[3])) {
-        bool u8 = false;
-        if ((v->u8_clean[i] & 1) && (s = gm_pda_utf8_loop(&g->pda, t, &u8))) return s;
-        in = u8;
+    uint32_t need = (uint32_t)v->maxc[i] + (mid ? 1 : 0);
+    bool in = r->next != GM_DEAD && !(b[0] & ~r->b[0]) && !(b[1] & ~r->b[1]) && (r->len == GM_RUN_INF || r->len >= need);
+    if (in && (mid || b[2] || b[3])) {
+        in = r->u8 != GM_U8_NO;
+        if (in && (s = gm_pda_run_u8(&g->pda, t0, need, &in))) return s;
     }
     if (in) {
         *hi = v->sub_lo[v->nodes[i].end];
@@ -162,32 +171,69 @@ static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t, int32_t *hi, int32
     return TL_OK;
 }
 
-static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
+/* Walk trie nodes [from, to) (a subtree, or the whole trie) with the state
+ * of their parent in stk and bst, adding the tokens accepted to w. */
+static tl_status gr_walk(tl_grammar *g, int32_t from, int32_t to, uint32_t *w) {
     const tl_grammar_vocab *v = g->v;
-    memset(w, 0, (size_t)g->n_words * 4);
-    if (gm_pda_accepting(&g->pda, st))
-        for (int32_t i = 0; i < g->n_eog; i++) w[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
-    int32_t *stk = g->stk;
-    stk[0] = st;
+    int32_t *stk = g->stk, *bst = g->bst; /* state by depth; state at the last character boundary by depth */
     const gv_node *nd = v->nodes;
-    for (int32_t i = 0; i < v->n_nodes;) {
-        int32_t t;
-        tl_status s = gm_pda_next(&g->pda, stk[nd[i].depth - 1], nd[i].byte, &t);
+    for (int32_t i = from; i < to;) {
+        int32_t t, d = nd[i].depth;
+        tl_status s = gm_pda_next(&g->pda, stk[d - 1], nd[i].byte, &t);
         if (s) return s;
         if (t == GM_DEAD) {
             i = nd[i].end;
             continue;
         }
-        stk[nd[i].depth] = t;
+        uint8_t u8 = v->u8_clean[i];
+        stk[d] = t;
+        bst[d] = u8 & 1 ? t : bst[d - 1];
         int32_t lo = v->sub_lo[i], hi = lo + nd[i].tok_n;
-        if (nd[i].end - i > GR_BULK_MIN && (v->u8_clean[i] & 2)) {
-            if ((s = gr_bulk(g, i, t, &hi, &i))) return s;
+        if (nd[i].end - i > GR_BULK_MIN && (u8 & 6) == 2) {
+            if ((s = gr_bulk(g, i, bst[d], !(u8 & 1), &hi, &i))) return s;
         } else {
             i++;
         }
         for (int32_t k = lo; k < hi; k++) w[v->toks[k] >> 5] |= 1u << (v->toks[k] & 31);
     }
     return TL_OK;
+}
+
+/* The inside set of st when st's run leads back to st and is wide enough
+ * to be worth one (NULL otherwise). */
+static tl_status gr_inside(tl_grammar *g, int32_t st, const gi_set **out) {
+    *out = NULL;
+    const gm_run *r;
+    tl_status s = gm_pda_run(&g->pda, st, &r);
+    if (s || r->next != st || __builtin_popcountll(r->b[0]) + __builtin_popcountll(r->b[1]) < GR_INSIDE_MIN) return s;
+    uint64_t b[2] = {r->b[0], r->b[1]};
+    bool u8 = false;
+    if (r->u8 != GM_U8_NO && (s = gm_pda_run_u8(&g->pda, st, 1, &u8))) return s;
+    return gi_get(&g->inside, g->v, b, u8, out);
+}
+
+/* The mask of state st: every text token whose bytes the automaton accepts
+ * from st, plus end-of-generation tokens where the grammar may end. */
+static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
+    const tl_grammar_vocab *v = g->v;
+    const gi_set *in;
+    tl_status s = gr_inside(g, st, &in);
+    if (s) return s;
+    if (in) memcpy(w, in->mask, (size_t)g->n_words * 4);
+    else memset(w, 0, (size_t)g->n_words * 4);
+    if (gm_pda_accepting(&g->pda, st))
+        for (int32_t i = 0; i < g->n_eog; i++) w[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
+    if (!in) {
+        g->stk[0] = g->bst[0] = st;
+        return gr_walk(g, 0, v->n_nodes, w);
+    }
+    /* every exit's parent ends a character reached inside the run: st */
+    for (int32_t k = 0; k < in->n_exits && !s; k++) {
+        int32_t e = in->exits[k], d = v->nodes[e].depth;
+        g->stk[d - 1] = g->bst[d - 1] = st;
+        s = gr_walk(g, e, v->nodes[e].end, w);
+    }
+    return s;
 }
 
 tl_status tl_grammar_mask(tl_grammar *g, const uint32_t **words) {

@@ -168,7 +168,7 @@ static void rx_emit_set(js_buf *b, const rx_set *s, bool neg) {
     free(cls.s);
 }
 
-static tl_status rx_alt(rx *r, js_buf *b);
+static tl_status rx_alt(rx *r, js_buf *b, bool *nullable);
 
 static tl_status rx_class(rx *r, js_buf *b) {
     rx_set s = {.n = 0};
@@ -213,8 +213,9 @@ static tl_status rx_class(rx *r, js_buf *b) {
     return TL_OK;
 }
 
-static tl_status rx_atom(rx *r, js_buf *b) {
+static tl_status rx_atom(rx *r, js_buf *b, bool *nullable) {
     char ch = r->s[r->i];
+    *nullable = false;
     if (ch == '(') {
         r->i++;
         if (r->i < r->n && r->s[r->i] == '?') {
@@ -223,7 +224,7 @@ static tl_status rx_atom(rx *r, js_buf *b) {
         }
         if (++r->depth > 64) return rx_fail(r, "groups nested too deeply");
         jb_str(b, "( ");
-        tl_status st = rx_alt(r, b);
+        tl_status st = rx_alt(r, b, nullable);
         r->depth--;
         if (st) return st;
         if (r->i >= r->n || r->s[r->i] != ')') return rx_fail(r, "unclosed group");
@@ -258,15 +259,23 @@ static tl_status rx_atom(rx *r, js_buf *b) {
     return TL_OK;
 }
 
-static tl_status rx_seq(rx *r, js_buf *b) {
+/* *nullable: the sequence can match the empty string. A group that can is
+ * refused under an unbounded repetition: x* is lowered as R ::= x R | "",
+ * which is left-recursive when x matches nothing. */
+static tl_status rx_seq(rx *r, js_buf *b, bool *nullable) {
+    *nullable = true;
     while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
         if (r->s[r->i] == '$' && r->i + 1 == r->n) return TL_OK;
         jb_str(b, "( ");
-        tl_status st = rx_atom(r, b);
+        bool an;
+        tl_status st = rx_atom(r, b, &an);
         if (st) return st;
         jb_str(b, " )");
+        bool opt = false;
         if (r->i < r->n) {
             char q = r->s[r->i];
+            bool unbounded = q == '*' || q == '+';
+            opt = q == '*' || q == '?';
             if (q == '*' || q == '+' || q == '?') {
                 jb_put(b, &q, 1);
                 r->i++;
@@ -287,22 +296,29 @@ static tl_status rx_seq(rx *r, js_buf *b) {
                     return rx_fail(r, "bad {m,n} quantifier");
                 }
                 r->i++;
+                unbounded = n < 0;
+                opt = m == 0;
                 if (n < 0) jb_fmt(b, "{%ld,}", m);
                 else jb_fmt(b, "{%ld,%ld}", m, n);
             }
+            if (an && unbounded) return rx_fail(r, "a repeated group that can match the empty string");
             if (r->i < r->n && r->s[r->i] == '?') r->i++; /* lazy: same language */
             if (r->i < r->n && (r->s[r->i] == '*' || r->s[r->i] == '+' || r->s[r->i] == '{'))
                 return rx_fail(r, "stacked quantifiers");
         }
+        *nullable = *nullable && (an || opt);
         jb_str(b, " ");
     }
     return TL_OK;
 }
 
-static tl_status rx_alt(rx *r, js_buf *b) {
+static tl_status rx_alt(rx *r, js_buf *b, bool *nullable) {
+    *nullable = false;
     for (;;) {
-        tl_status st = rx_seq(r, b);
+        bool sn;
+        tl_status st = rx_seq(r, b, &sn);
         if (st) return st;
+        *nullable = *nullable || sn;
         if (r->i >= r->n || r->s[r->i] != '|') return TL_OK;
         r->i++;
         jb_str(b, " | ");
@@ -316,7 +332,8 @@ tl_status js_regex(js_ctx *c, const char *re, const char *path, js_buf *b) {
     if (start) r.i = 1;
     if (!start) jb_str(b, "char* ");
     jb_str(b, "( ");
-    tl_status st = rx_alt(&r, b);
+    bool nullable;
+    tl_status st = rx_alt(&r, b, &nullable);
     if (st) return st;
     if (r.i < r.n && r.s[r.i] == '$' && r.i + 1 == r.n) r.i++;
     if (r.i != r.n) return rx_fail(&r, "unbalanced ')'");

@@ -239,6 +239,46 @@ static tl_status js_kv(js_ctx *c, const cJSON *p, const char *path, js_buf *b) {
     return TL_OK;
 }
 
+/* The members of an object whose listed properties kv[0..n) come in order
+ * (need[k]: required), with additional members (extra, NULL if none)
+ * anywhere among them. Written so that every member has exactly one parse:
+ *   M_k ::= extra R_k | L_k                  a member, next listed one >= k
+ *   L_k ::= kv_k R_{k+1} | L_{k+1}           (second only if k optional)
+ *   R_k ::= "," ws M_k | ""                  ("" only if all of k.. optional)
+ * An extra member is never also a listed one (its key excludes the names),
+ * so after a comma one copy of the extra key's parse is alive, not one per
+ * optional property that could have been skipped. */
+static tl_status js_members(js_ctx *c, js_buf *kv, const bool *need, int n, const char *extra, js_buf *b) {
+    int *R = calloc((size_t)n + 1, sizeof *R), *M = calloc((size_t)n + 1, sizeof *M);
+    int *L = calloc((size_t)n + 1, sizeof *L);
+    bool *opt = calloc((size_t)n + 2, sizeof *opt); /* opt[k]: all of k.. optional */
+    if (!R || !M || !L || !opt) {
+        free(R), free(M), free(L), free(opt);
+        return tl_err(TL_ERR_NOMEM, "json schema: out of memory");
+    }
+    opt[n] = true;
+    for (int k = n - 1; k >= 0; k--) opt[k] = opt[k + 1] && !need[k];
+    for (int k = 0; k <= n; k++) R[k] = c->n_rules++, M[k] = c->n_rules++, L[k] = c->n_rules++;
+    for (int k = 0; k <= n; k++) {
+        bool has_m = extra || k < n; /* M_n without extras is empty */
+        if (has_m)
+            jb_fmt(&c->out, "r%d ::= \",\" ws r%d%s\n", R[k], M[k], opt[k] ? " | \"\"" : "");
+        else
+            jb_fmt(&c->out, "r%d ::= \"\"\n", R[k]);
+        if (k < n) {
+            if (!need[k] && k + 1 < n) jb_fmt(&c->out, "r%d ::= %s r%d | r%d\n", L[k], kv[k].s, R[k + 1], L[k + 1]);
+            else jb_fmt(&c->out, "r%d ::= %s r%d\n", L[k], kv[k].s, R[k + 1]);
+        }
+        if (extra && k < n) jb_fmt(&c->out, "r%d ::= %s r%d | r%d\n", M[k], extra, R[k], L[k]);
+        else if (extra) jb_fmt(&c->out, "r%d ::= %s r%d\n", M[k], extra, R[k]);
+        else if (k < n) jb_fmt(&c->out, "r%d ::= r%d\n", M[k], L[k]);
+    }
+    if (!extra && !n) jb_str(b, "\"{\" ws \"}\"");
+    else jb_fmt(b, "\"{\" ws %sr%d%s \"}\"", opt[0] ? "( " : "", M[0], opt[0] ? " )?" : "");
+    free(R), free(M), free(L), free(opt);
+    return TL_OK;
+}
+
 tl_status js_object(js_ctx *c, const cJSON *s, const char *path, js_buf *b) {
     const cJSON *props = js_get(s, "properties"), *req = js_get(s, "required"), *addl = js_get(s, "additionalProperties");
     if (props && !cJSON_IsObject(props)) return js_fail(c, TL_ERR_FORMAT, path, "properties must be an object", NULL);
@@ -290,40 +330,7 @@ tl_status js_object(js_ctx *c, const cJSON *s, const char *path, js_buf *b) {
         for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
             if (!strcmp(r->valuestring, p->string)) need[i] = true;
     }
-    if (!st) {
-        /* rest_i: members i.. after one was written (each led by a comma);
-         * first_i: members i.. before any was written */
-        js_buf rest = {0};
-        int *rest_rule = calloc((size_t)n + 1, sizeof *rest_rule);
-        for (int k = n; k >= 0 && rest_rule; k--) {
-            js_buf t = {0};
-            /* additional members may come anywhere among the listed ones */
-            if (extra.s) jb_fmt(&t, "( \",\" ws %s )* ", extra.s);
-            if (k < n) jb_fmt(&t, need[k] ? "\",\" ws %s r%d" : "( \",\" ws %s )? r%d", kv[k].s, rest_rule[k + 1]);
-            rest_rule[k] = c->n_rules++;
-            jb_fmt(&c->out, "r%d ::= %s\n", rest_rule[k], t.s ? t.s : "\"\"");
-            free(t.s);
-        }
-        int first_next = -1;
-        for (int k = n; k >= 0 && rest_rule; k--) {
-            js_buf t = {0};
-            if (k == n) {
-                if (extra.s) jb_fmt(&t, "( %s r%d )?", extra.s, rest_rule[n]);
-            } else {
-                if (need[k]) jb_fmt(&t, "%s r%d", kv[k].s, rest_rule[k + 1]);
-                else jb_fmt(&t, "%s r%d | r%d", kv[k].s, rest_rule[k + 1], first_next);
-                if (extra.s) jb_fmt(&t, " | %s r%d", extra.s, rest_rule[k]);
-            }
-            int id = c->n_rules++;
-            jb_fmt(&c->out, "r%d ::= %s\n", id, t.s ? t.s : "\"\"");
-            free(t.s);
-            first_next = id;
-        }
-        if (!rest_rule) st = tl_err(TL_ERR_NOMEM, "json schema: out of memory");
-        else jb_fmt(b, "\"{\" ws r%d \"}\"", first_next);
-        free(rest_rule);
-        free(rest.s);
-    }
+    if (!st) st = js_members(c, kv, need, n, extra.s, b);
     for (int k = 0; kv && k < n; k++) free(kv[k].s);
     free(kv);
     free(need);

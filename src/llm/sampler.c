@@ -241,6 +241,11 @@ int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
         }
         n = m;
     }
+    /* every logit -inf (all masked or banned): nothing to prefer, take the
+     * first candidate (the cuts below would divide 0 by 0) */
+    bool any = false;
+    for (int32_t i = 0; i < n && !any; i++) any = s->cand[i].logit > -INFINITY;
+    if (!any) return s->cand[0].id;
     if (s->chain) return smp_chain_sample(s, n);
     if (p->temp <= 0.0f) {
         int32_t best = 0;

@@ -286,7 +286,10 @@ static int32_t smp_mirostat(tl_sampler *s, int32_t n) {
             num += t * b, den += t * t;
         }
         double sh = den > 0 ? num / den : 1.0, eps = sh - 1;
-        double kk = eps > 1e-6 ? pow(eps * pow(2.0, s->mu) / (1 - pow((double)s->n_vocab, -eps)), 1 / sh) : n;
+        /* eps / (1 - N^-eps) is positive on both sides of eps = 0 (a flatter
+         * than Zipf distribution has eps < 0), its limit there 1 / ln N */
+        double ratio = fabs(eps) > 1e-6 ? eps / (1 - pow((double)s->n_vocab, -eps)) : 1 / log((double)s->n_vocab);
+        double kk = sh > 0 ? pow(ratio * pow(2.0, s->mu), 1 / sh) : n;
         k = !(kk >= 1) ? 1 : kk >= n ? n : (int32_t)kk;
     } else {
         k = 0;
@@ -301,10 +304,7 @@ static int32_t smp_mirostat(tl_sampler *s, int32_t n) {
 
 int32_t smp_chain_sample(tl_sampler *s, int32_t n) {
     const tl_sampler_params *p = &s->p;
-    /* every logit -inf (all masked): nothing to prefer, take the first */
-    bool any = false;
-    for (int32_t i = 0; i < n && !any; i++) any = s->cand[i].logit > -INFINITY;
-    if (!any) return s->cand[0].id;
+    /* not every logit is -inf here: tl_sampler_sample took that case */
     for (int32_t o = 0; o < s->n_order; o++) {
         switch (s->order[o]) {
         case SMP_PENALTIES: break; /* applied before the chain */

@@ -1,0 +1,155 @@
+/* Token masks on a real vocabulary (Qwen3's 151k tokens, long and
+ * multi-byte ones included) against feeding every token's bytes one by one:
+ * the walk accepts whole subtrees of the vocabulary trie at once (runs of
+ * string characters, bounded strings, multi-byte characters), and each
+ * such shortcut must give exactly the tokens the byte-by-byte automaton
+ * takes. First on a small vocabulary made to cross runs' edges, then on
+ * Qwen3's. Grammars: the JSON grammar and JSON Schema grammars with strings
+ * of bounded length, patterns, and keys that must not be listed names, at
+ * every token boundary of a document. The Qwen3 part is skipped when
+ * ../shared/tokenizers is absent. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tallow.h"
+#include "test_util.h"
+#include "text/tokenizer.h"
+
+static tok_vocab *tv;
+/* the vocabulary under test */
+static int32_t nv;
+static const char **text;
+static size_t *len;
+static uint8_t *kind;
+
+/* Whether every bit of the mask after prefix agrees with feeding the token. */
+static void check_at(const tl_grammar_vocab *v, const char *gbnf, const char *prefix, size_t plen, const char *what) {
+    tl_grammar *g = NULL, *h = NULL;
+    CHECK(tl_grammar_init(v, gbnf, strlen(gbnf), NULL, NULL, &g) == TL_OK, "%s: %s", what, tl_last_error());
+    CHECK(tl_grammar_init(v, gbnf, strlen(gbnf), NULL, NULL, &h) == TL_OK, "%s: %s", what, tl_last_error());
+    if (!g || !h) {
+        tl_grammar_free(g);
+        tl_grammar_free(h);
+        return;
+    }
+    const uint32_t *w = NULL;
+    bool ok = tl_grammar_accept_bytes(g, prefix, plen) == TL_OK && tl_grammar_mask(g, &w) == TL_OK;
+    CHECK(ok, "%s: prefix of %zu bytes accepted and masked", what, plen);
+    int wrong = 0, first = -1, n_in = 0;
+    for (int32_t t = 0; ok && t < nv; t++) {
+        size_t l = len[t];
+        const char *s = text[t];
+        bool bit = w[t >> 5] >> (t & 31) & 1, want = false;
+        if (kind[t] == 1) {
+            tl_grammar_reset(h);
+            want = tl_grammar_accept_bytes(h, prefix, plen) == TL_OK && tl_grammar_can_end(h);
+        } else if (kind[t] == 0 && s && l) {
+            tl_grammar_reset(h);
+            want = tl_grammar_accept_bytes(h, prefix, plen) == TL_OK && tl_grammar_accept_bytes(h, s, l) == TL_OK;
+        }
+        n_in += bit;
+        if (bit != want && first < 0) first = t;
+        wrong += bit != want;
+    }
+    CHECK(wrong == 0, "%s after %zu bytes '%.40s': %d tokens wrong (first %d)", what, plen, prefix, wrong, first);
+    CHECK(n_in > 0, "%s after %zu bytes: some token allowed", what, plen);
+    tl_grammar_free(g);
+    tl_grammar_free(h);
+}
+
+/* check_at every byte of doc */
+static void check_bytes(const tl_grammar_vocab *v, const char *gbnf, const char *doc, const char *what) {
+    for (size_t at = 0; at <= strlen(doc); at++) check_at(v, gbnf, doc, at, what);
+}
+
+/* A small vocabulary: every byte, and tokens that cross from a run into
+ * bytes the run's later states refuse. */
+static void test_small(void) {
+    static const char *multi[] = {"ab", "_any", "_ab", "abcdefgh", "abcdefghijk", "a_b", "\xe4\xb8\xad\xe6\x96\x87",
+                                  "\xe4\xb8", "\xb8\xad", "\"}", "\",\"", "ab\"", "\\n",
+                                  "x\xe4\xb8\xad", "xy", "q\xc3\xa9", "q\xe4\xb8\xad", "\xc3\xa9\xc3\xa9"};
+    int nm = (int)(sizeof multi / sizeof *multi);
+    static char bytes[256];
+    nv = 256 + nm + 1;
+    text = malloc((size_t)nv * sizeof *text), len = malloc((size_t)nv * sizeof *len), kind = malloc((size_t)nv);
+    for (int i = 0; i < 256; i++) bytes[i] = (char)i, text[i] = &bytes[i], len[i] = 1, kind[i] = 0;
+    for (int i = 0; i < nm; i++) text[256 + i] = multi[i], len[256 + i] = strlen(multi[i]), kind[256 + i] = 0;
+    text[nv - 1] = "</s>", len[nv - 1] = 4, kind[nv - 1] = 1;
+    tl_grammar_vocab *v = NULL;
+    CHECK(tl_grammar_vocab_init_pieces(nv, text, len, kind, &v) == TL_OK, "%s", tl_last_error());
+    if (v) {
+        check_bytes(v, "root ::= \"\\\"\" [a-z_]{2} [a-m]{0,6} \"\\\"\"", "\"a_bcd\"", "narrowing run");
+        check_bytes(v, "root ::= \"\\\"\" [^\"]{0,7} \"\\\"\"", "\"abc\xe4\xb8\xad\"", "bounded string");
+        check_bytes(v, "root ::= \"\\\"\" [^\"]* \"\\\"\"", "\"a\xe4\xb8\xad\"", "string");
+        /* runs that take some multi-byte characters or none */
+        check_bytes(v, "root ::= [a-z\\u00e9]* \".\"", "ab\xc3\xa9", "some multi-byte");
+        check_bytes(v, "root ::= [a-z]* \".\"", "ab", "ASCII only");
+    }
+    tl_grammar_vocab_free(v);
+    free(text), free(len), free(kind);
+}
+
+/* check_at every token boundary of doc */
+static void check_doc(const tl_grammar_vocab *v, const char *gbnf, const char *doc, const char *what) {
+    int32_t toks[512], n = 0;
+    CHECK(tok_encode(tv, doc, strlen(doc), false, false, toks, 512, &n) == TL_OK, "tokenize");
+    size_t at = 0;
+    for (int32_t i = 0; i <= n; i++) {
+        check_at(v, gbnf, doc, at, what);
+        if (i < n) {
+            size_t l;
+            tok_piece(tv, toks[i], &l);
+            at += l;
+        }
+    }
+}
+
+static void check_schema(const tl_grammar_vocab *v, const char *schema, const char *doc) {
+    char *gb = NULL;
+    tl_json_schema_params jp = tl_json_schema_default_params();
+    CHECK(tl_json_schema_to_gbnf(schema, strlen(schema), &jp, &gb) == TL_OK, "schema %s: %s", schema, tl_last_error());
+    if (gb) check_doc(v, gb, doc, schema);
+    free(gb);
+}
+
+int main(void) {
+    test_small();
+    if (access("../shared/tokenizers/qwen3", R_OK)) {
+        printf("note: ../shared/tokenizers/qwen3 absent, real-vocabulary mask checks skipped\n");
+        return test_finish();
+    }
+    CHECK(tok_load_hf_json("../shared/tokenizers/qwen3", &tv) == TL_OK, "%s", tl_last_error());
+    if (!tv) return test_finish();
+    nv = tok_n_vocab(tv);
+    text = malloc((size_t)nv * sizeof *text), len = malloc((size_t)nv * sizeof *len), kind = malloc((size_t)nv);
+    for (int32_t i = 0; i < nv; i++) {
+        text[i] = tok_piece(tv, i, &len[i]);
+        kind[i] = tok_is_eog(tv, i) ? 1 : tok_is_control(tv, i) ? 2 : 0;
+    }
+    tl_grammar_vocab *v = NULL;
+    CHECK(tl_grammar_vocab_init_pieces(nv, text, len, kind, &v) == TL_OK, "%s", tl_last_error());
+    if (!v) return test_finish();
+
+    check_doc(v, tl_grammar_json_gbnf(), "{\"name\": \"caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \\\"q\\\"\", \"n\": [1, -2.5e3, true]}",
+              "json");
+    /* strings of at most / at least some characters: runs that count down */
+    check_schema(v,
+                 "{\"type\": \"object\", \"properties\": {\"info\": {\"type\": \"string\", \"maxLength\": 16}, "
+                 "\"code\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 5}}, \"required\": [\"info\"]}",
+                 "{\"info\": \"Charging \xe4\xb8\xad ok\", \"code\": \"AB\"}");
+    /* unanchored patterns and keys other than the listed names */
+    check_schema(v,
+                 "{\"type\": \"object\", \"properties\": {\"program\": {\"type\": \"string\", \"pattern\": \"\\\\w+\"}, "
+                 "\"option\": {\"type\": \"string\"}}, \"additionalProperties\": {\"type\": \"integer\"}}",
+                 "{\"program\": \"Computer Science\", \"opt\": 3, \"option\": \"x\"}");
+    /* a run that narrows: two letters-or-digits, then letters only */
+    check_schema(v, "{\"type\": \"string\", \"pattern\": \"^[a-z0-9]{2}[a-z]{0,6}$\"}", "\"a1bcdef\"");
+    /* a repeated group that cannot match the empty string is still taken */
+    check_schema(v, "{\"type\": \"string\", \"pattern\": \"^(ab?|c)*$\"}", "\"abacab\"");
+    tl_grammar_vocab_free(v);
+    free(text), free(len), free(kind);
+    tok_free(tv);
+    return test_finish();
+}
