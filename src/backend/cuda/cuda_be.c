@@ -425,7 +425,10 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
         if (lk && (s = cb_lora_capture_begin(bc, slot))) goto done;
         bc->graph_mode = true;
         tlc_attn_plan(c, plan_len);
-        if ((s = tlc_graph_begin(c))) goto done;
+        if ((s = tlc_graph_begin(c))) {
+            if (lk) cb_lora_capture_end(bc); /* the next eager step stages in its arena again */
+            goto done;
+        }
         s = tlc_upload_async(c, bc->d_in, bc->h_in, cb_inputs_bytes(st));
         if (!s) s = cb_run(bc, st, fn, arg);
         tlc_graph *g = NULL;
