@@ -1,9 +1,8 @@
 /* AVX2 bodies of the 1x4 prefill kernels (see gemm.h). Per weight block:
  * unpack once; per token maddubs + madd into 8 int32 lanes; two rounds of
  * horizontal adds fold the 4 tokens into one vector (exact integer sums),
- * so one convert and one FMA with the 4 combined scales serve all 4 tokens.
- * On this Zen 1 core that fold made Q4_1 prefill 17% faster than one
- * convert + FMA per token (docs/PERFORMANCE.md). Weights of at most 5
+ * so one convert and one FMA with the 4 combined scales serve all 4 tokens
+ * instead of one of each per token. Weights of at most 5
  * unsigned bits fold in int16 before widening (g_fold4_u5), saving 3 of 8
  * multiplies; signed types are shifted to unsigned where the shift's term
  * is cheap (Q4_0, Q5_0: via the activation sums in the scale table). */
@@ -49,7 +48,7 @@ static inline __m256 g_fold4(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
  * int16 then holds 8 products, |sum| <= 8 * 31 * 127 = 31496, no wrap),
  * and one madd by 1 gives [t0 t1 t2 t3 | t0 t1 t2 t3] as int32. That is
  * 5 multiplies per block and 4 tokens instead of 8 (4 maddubs + 4 madd);
- * the multiplier is this CPU's bottleneck for these kernels. */
+ * on AVX2-only cores the multiplier is what these kernels wait on. */
 static inline __m256 g_fold4_u5(__m256i u, const uint8_t *yb, size_t ys) {
     const __m256i p0 = _mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)yb));
     const __m256i p1 = _mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(yb + ys)));

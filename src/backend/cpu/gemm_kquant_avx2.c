@@ -30,8 +30,7 @@ static inline __m256i kq_bcast16_pair(__m256i v8, int k) {
 /* The 4 tokens' state within one super-block. Each weight chunk of 32
  * elements is unpacked into a register and used at once for the 4 tokens
  * (chunk outer, token inner): storing the unpacked super-block and
- * reloading it stalled on store forwarding of 256-bit vectors, which made
- * a first version slower than the vec_dot kernel. */
+ * reloading it would stall on store forwarding of 256-bit vectors. */
 typedef struct {
     const blk_q8_k *y[4];
     __m256i acc[4]; /* per token (kq_chunk_s), or folded: acc[0] (kq_chunk_u),
