@@ -48,7 +48,7 @@ r = tallow("bench", "-m", "x.gguf", "-t", "0")
 check(r.returncode == 2 and "thread list" in r.stderr, "bench: bad thread list")
 # -t and --threads are one flag on every subcommand (same parse, same error)
 for cmd in (["run"], ["chat"], ["bench", "-m", "x.gguf"], ["perplexity"], ["synth"], ["lora", "merge"], ["train"],
-            ["finetune"], ["quantize"], ["convert"]):
+            ["finetune"], ["quantize"], ["convert"], ["serve"]):
     rs = [tallow(*cmd, f, "zz") for f in ("-t", "--threads")]
     check(all(x.returncode == 2 and "unknown option" not in x.stderr for x in rs)
           and rs[0].stderr.replace("-t ", "--threads ", 1) == rs[1].stderr,

@@ -25,7 +25,7 @@ static void serve_usage(FILE *f) {
             "  -b N                 most tokens one step evaluates (default 512)\n"
             "  --chunk N            most prompt tokens one sequence prefills per step (default 256)\n"
             "  --kv-block N         positions per KV block (default 16)\n"
-            "  -t N                 CPU threads (default: all cores)\n"
+            "  -t, --threads N      CPU threads (default: all cores)\n"
             "  --queue N            requests waiting for a sequence before 503 (default 64)\n"
             "  --api-key KEY        require 'Authorization: Bearer KEY' (all but /health)\n"
             "  --api-key-file F     the same, the key read from file F\n"
@@ -62,7 +62,7 @@ static int serve_parse_args(int argc, char **argv, serve_opts *o, srv_config *c)
         else if (!strcmp(a, "-b")) ok = args_int(argc, argv, &i, 1, 1 << 16, &c->n_batch);
         else if (!strcmp(a, "--chunk")) ok = args_int(argc, argv, &i, 1, 1 << 16, &c->n_chunk);
         else if (!strcmp(a, "--kv-block")) ok = args_int(argc, argv, &i, 1, 256, &o->kv_block);
-        else if (!strcmp(a, "-t")) ok = args_int(argc, argv, &i, 1, 1024, &c->n_threads);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 1, 1024, &c->n_threads);
         else if (!strcmp(a, "--queue")) ok = args_int(argc, argv, &i, 1, 1 << 20, &c->queue_max);
         else if (!strcmp(a, "--timeout")) ok = args_int(argc, argv, &i, 1, 86400, &c->timeout_s);
         else if (!strcmp(a, "--body-max")) {
