@@ -202,19 +202,6 @@ static void test_lazy(tl_grammar_vocab *v) {
     tl_grammar_free(g);
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    b[got] = 0;
-    fclose(f);
-    return b;
-}
-
 static void test_schema_errors(void) {
     const char *s[][2] = {
         {"{\"type\": \"string\", \"foo\": 1}", "unsupported keyword 'foo'"},
@@ -250,7 +237,7 @@ static void test_corpus(tl_grammar_vocab *v, const char *dir) {
         if (!strstr(e->d_name, ".json")) continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *txt = slurp(path);
+        char *txt = test_read_file(path, NULL);
         cJSON *j = txt ? cJSON_Parse(txt) : NULL;
         free(txt);
         if (!j) continue;

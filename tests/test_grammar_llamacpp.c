@@ -71,19 +71,6 @@ static char *text_of(const cJSON *x, size_t *n) {
     return o;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    b[got] = 0;
-    fclose(f);
-    return b;
-}
-
 /* 1: complete sentence, 0: a prefix of one, -1: rejected (as test_grammar.c) */
 static int run(tl_grammar *g, const char *s, size_t n) {
     tl_grammar_reset(g);
@@ -167,7 +154,7 @@ static void test_masks(const cJSON *j) {
 }
 
 int main(void) {
-    char *txt = slurp(FIXTURE);
+    char *txt = test_read_file(FIXTURE, NULL);
     cJSON *j = txt ? cJSON_Parse(txt) : NULL;
     free(txt);
     CHECK(j != NULL, "fixture %s readable", FIXTURE);

@@ -206,25 +206,6 @@ static uint64_t next_rand(void) {
     return rng;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) {
-        b[n] = 0;
-        *len = (size_t)n;
-    }
-    return b;
-}
-
 static void test_mutations(void) {
     static const char *const files[] = {
         "tests/fixtures/chat_templates/llama-3.1-8b-instruct.jinja",
@@ -246,7 +227,7 @@ static void test_mutations(void) {
     int n_files = 0, n_ok = 0, n_err = 0;
     for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
         size_t len;
-        char *src = read_file(files[fi], &len);
+        char *src = test_read_file(files[fi], &len);
         if (!src) continue;
         n_files++;
         /* the unmutated template must render a plain conversation */

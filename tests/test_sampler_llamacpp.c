@@ -44,19 +44,6 @@ static const float *vector(const char *name) {
     return NULL;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    b[got] = 0;
-    fclose(f);
-    return b;
-}
-
 /* upper 1e-6 quantile of chi-square with df degrees of freedom */
 static double chi2_bound(int df) {
     if (df < 1) return INFINITY;
@@ -345,7 +332,7 @@ static void run_case(const cJSON *c, bool chain) {
 }
 
 int main(void) {
-    char *txt = slurp(FIXTURE);
+    char *txt = test_read_file(FIXTURE, NULL);
     cJSON *j = txt ? cJSON_Parse(txt) : NULL;
     free(txt);
     CHECK(j != NULL, "fixture %s readable", FIXTURE);

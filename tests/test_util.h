@@ -25,6 +25,25 @@ static int test_n_pass, test_n_fail;
         }                                                                        \
     } while (0)
 
+/* A whole file as a NUL-terminated malloc'd string (its length in *len when
+ * len is non-NULL), or NULL if it cannot be read. */
+static inline char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = NULL;
+    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    if (n >= 0 && !fseek(f, 0, SEEK_SET) && (b = malloc((size_t)n + 1)) && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = 0;
+        if (len) *len = (size_t)n;
+    }
+    return b;
+}
+
 static inline int test_finish(void) {
     printf("%d passed, %d failed\n", test_n_pass, test_n_fail);
     return test_n_fail ? 1 : 0;
