@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/transpose_avx2.h"
 #include "base/fp16.h"
 #include "quant/quant_internal.h"
 
@@ -31,26 +32,11 @@ void gemm_bf16_panel_pack_avx512(const uint16_t *w, size_t row_bytes, int nrows,
                                                                           (size_t)p * 4))
                                    : _mm256_setzero_si256();
             }
-            __m256i a[8], b[8];
-            for (int j = 0; j < 8; j += 2) {
-                a[j] = _mm256_unpacklo_epi32(r[j], r[j + 1]);
-                a[j + 1] = _mm256_unpackhi_epi32(r[j], r[j + 1]);
-            }
-            for (int j = 0; j < 8; j += 4) {
-                b[j] = _mm256_unpacklo_epi64(a[j], a[j + 2]);
-                b[j + 1] = _mm256_unpackhi_epi64(a[j], a[j + 2]);
-                b[j + 2] = _mm256_unpacklo_epi64(a[j + 1], a[j + 3]);
-                b[j + 3] = _mm256_unpackhi_epi64(a[j + 1], a[j + 3]);
-            }
-            /* b[i] holds pair i (low lane) and pair i + 4 (high lane) of
-             * rows q*8 .. q*8+3, b[i + 4] the same of rows q*8+4 .. q*8+7 */
+            /* then r[i] holds pair p + i of the 8 rows, r[i + 4] pair p + i + 4 */
+            cpu_transpose8x32(r);
             for (int i = 0; i < 4; i++) {
-                uint16_t *lo = panel + (size_t)(p + i) * GEMM_F16_ROWS * 2 + q * 16;
-                uint16_t *hi = panel + (size_t)(p + i + 4) * GEMM_F16_ROWS * 2 + q * 16;
-                _mm_store_si128((__m128i *)lo, _mm256_castsi256_si128(b[i]));
-                _mm_store_si128((__m128i *)(lo + 8), _mm256_castsi256_si128(b[i + 4]));
-                _mm_store_si128((__m128i *)hi, _mm256_extracti128_si256(b[i], 1));
-                _mm_store_si128((__m128i *)(hi + 8), _mm256_extracti128_si256(b[i + 4], 1));
+                _mm256_storeu_si256((__m256i *)(panel + (size_t)(p + i) * GEMM_F16_ROWS * 2 + q * 16), r[i]);
+                _mm256_storeu_si256((__m256i *)(panel + (size_t)(p + i + 4) * GEMM_F16_ROWS * 2 + q * 16), r[i + 4]);
             }
         }
     }

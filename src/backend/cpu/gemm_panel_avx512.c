@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/transpose_avx2.h"
 #include "quant/quant_internal.h"
 
 /* Packing. Each row's block becomes 32 unsigned bytes in element order
@@ -121,25 +122,6 @@ static inline __m256i p_block(tl_type t, const uint8_t *row, int64_t i, float *d
     }
 }
 
-/* 8 x 8 transpose of 32-bit elements: r[j] (row j) -> r[g] (group g) */
-static inline void p_transpose8(__m256i r[8]) {
-    __m256i a[8], b[8];
-    for (int j = 0; j < 8; j += 2) {
-        a[j] = _mm256_unpacklo_epi32(r[j], r[j + 1]);
-        a[j + 1] = _mm256_unpackhi_epi32(r[j], r[j + 1]);
-    }
-    for (int j = 0; j < 8; j += 4) {
-        b[j] = _mm256_unpacklo_epi64(a[j], a[j + 2]);
-        b[j + 1] = _mm256_unpackhi_epi64(a[j], a[j + 2]);
-        b[j + 2] = _mm256_unpacklo_epi64(a[j + 1], a[j + 3]);
-        b[j + 3] = _mm256_unpackhi_epi64(a[j + 1], a[j + 3]);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm256_permute2x128_si256(b[j], b[j + 4], 0x20);
-        r[j + 4] = _mm256_permute2x128_si256(b[j], b[j + 4], 0x31);
-    }
-}
-
 void gemm_panel_pack_avx512(tl_type t, const uint8_t *w, size_t row_bytes, int nrows, int64_t k, uint8_t *panel) {
     const int64_t nb = k / QK;
     float *pd = (float *)(panel + (size_t)nb * 8 * GEMM_PANEL * 4), *pm = pd + nb * GEMM_PANEL;
@@ -151,8 +133,8 @@ void gemm_panel_pack_avx512(tl_type t, const uint8_t *w, size_t row_bytes, int n
             pd[i * GEMM_PANEL + r] = d;
             pm[i * GEMM_PANEL + r] = m;
         }
-        p_transpose8(h[0]);
-        p_transpose8(h[1]);
+        cpu_transpose8x32(h[0]);
+        cpu_transpose8x32(h[1]);
         __m512i *pq = (__m512i *)(panel + (size_t)i * 8 * GEMM_PANEL * 4);
         for (int g = 0; g < 8; g++) _mm512_store_si512(pq + g, _mm512_inserti64x4(_mm512_castsi256_si512(h[0][g]), h[1][g], 1));
     }
