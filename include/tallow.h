@@ -119,6 +119,8 @@ struct tl_cuda_tuning {
     int32_t mv_store_units; /* QKV and output-head matvecs: 16-byte units per lane in flight, 1/2/4/8, 0: by type [0] */
     int32_t mv_glu_units;   /* gate/up matvec: the same, 0: 2 [0] */
     int32_t mv_split_max;   /* Wo/down with fewer 32-row groups than SMs: most blocks sharing a group, 1/2/4 [4] */
+    int32_t mvm_max_tokens; /* steps of 2..this many tokens run the few-token matvec (each weight unit
+                             * dotted with every token), longer ones the small-batch GEMM, 0..8 [8] */
 };
 /* The defaults above. mv_store_units 0 means 2 for quantized weights, 8 for
  * 16-bit float rows of at most 2048 values and 4 for other float rows. */
@@ -200,6 +202,8 @@ typedef struct tl_context_params {
     int32_t kv_block;  /* positions per KV block, a power of two 1..256 (0: 16) */
     int32_t n_seq_ctx; /* longest one sequence may grow (0: n_ctx, capped by the model's) */
     bool embeddings;   /* also keep each output token's final hidden state (tl_context_embedding) */
+    bool profile;      /* time every backend op (CUDA only: steps run eagerly, not from
+                        * captured graphs; read the table with tl_context_profile) */
 } tl_context_params;
 
 /* One batch: token i goes to sequence seq_id[i] at position pos[i]. Tokens
@@ -235,6 +239,12 @@ int32_t tl_context_n_seq_ctx(const tl_context *c); /* longest sequence */
  * sizes, room in the pool: TL_ERR_FULL naming the blocks needed and free);
  * on any error no sequence changes. */
 tl_status tl_decode(tl_context *c, const tl_batch *b);
+/* The op timing table of a context made with profile on (largest total
+ * first: op, tokens in the step, count, total ms, mean us, share of the
+ * device time) since the last call, NUL-terminated into buf; the totals
+ * start again. An op that marks its parts (a linear's matmul, "matmul:
+ * ...") is charged only for the rest. TL_ERR_INVALID without profile. */
+tl_status tl_context_profile(tl_context *c, char *buf, size_t n);
 /* Logits [n_vocab] of token i of the last batch, if it asked for them, else
  * NULL. Valid until the next tl_decode. On a GPU a row is copied to the
  * host when first asked for. */

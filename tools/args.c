@@ -103,8 +103,13 @@ char *args_read_file(const char *path, size_t *len) {
     return buf;
 }
 
+/* the CUDA tuning a command's flags set (one per process, as the CPU kernel set) */
+static tl_cuda_tuning args_tune;
+static bool args_tune_set;
+
 bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *ok) {
     const char *a = argv[*i];
+    if (!args_tune_set) args_tune = tl_cuda_tuning_default(), args_tune_set = true;
     if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
         mp->verbose = true;
         *ok = true;
@@ -120,6 +125,9 @@ bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *o
             fprintf(stderr, "tallow %s: --cpu-kernels: %s\n", argv[0], tl_last_error());
             *ok = false;
         }
+    } else if (!strcmp(a, "--cuda-mvm-max")) {
+        *ok = args_int(argc, argv, i, 0, 8, &args_tune.mvm_max_tokens);
+        mp->cuda_tuning = &args_tune;
     } else if (!strcmp(a, "--device")) {
         const char *d;
         *ok = args_str(argc, argv, i, &d);

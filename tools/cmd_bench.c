@@ -44,8 +44,12 @@ static void bench_usage(FILE *f) {
             "  --device cpu|cuda, -ngl N  backend\n"
             "  --cpu-kernels auto|scalar|avx2|avx512  CPU kernel set (default auto: the best\n"
             "              this CPU runs); the set that ran is printed with the results\n"
+            "  --cuda-mvm-max N  steps of 2..N tokens run the few-token matvec, longer ones the\n"
+            "              small-batch GEMM (0..8, default 8)\n"
             "  --lora FILE[:SCALE]  LoRA adapter (repeatable): all on the plain tests; in batched mode\n"
-            "              sequence i uses the (i mod n)-th alone\n");
+            "              sequence i uses the (i mod n)-th alone\n"
+            "  --profile   batched mode on cuda: time every op (steps run eagerly) and print the\n"
+            "              table after each row\n");
 }
 
 typedef struct bench_opts {
@@ -53,7 +57,7 @@ typedef struct bench_opts {
     int32_t n_prompt, n_gen, depth, reps, ubatch;
     int32_t tlist[16], nt;
     int32_t npp[16], ntg[16], npl[16], n_npp, n_ntg, n_npl;
-    bool json;
+    bool json, profile;
     tl_model_params mp;
     args_lora la;
 } bench_opts;
@@ -265,6 +269,19 @@ out:
     return rc;
 }
 
+/* the op table of the row just run (warm-up and repetitions together) */
+static int bench_profile(tl_context *c) {
+    char *buf = malloc(1 << 16);
+    if (!buf) {
+        fprintf(stderr, "tallow bench: out of memory for the profile table\n");
+        return 1;
+    }
+    const int rc = bench_fail(tl_context_profile(c, buf, 1 << 16)) ? 1 : 0;
+    if (!rc) printf("\n%s\n", buf);
+    free(buf);
+    return rc;
+}
+
 static int bench_batched(const bench_opts *o, bench_env *e) {
     int32_t max_npl = 1, max_kv = 1;
     for (int a = 0; a < o->n_npl; a++) max_npl = o->npl[a] > max_npl ? o->npl[a] : max_npl;
@@ -279,6 +296,7 @@ static int bench_batched(const bench_opts *o, bench_env *e) {
     cp.n_seq_max = max_npl;
     cp.n_batch = o->ubatch;
     cp.n_threads = o->tlist[0];
+    cp.profile = o->profile;
     tl_context *c;
     if (bench_fail(tl_context_init(e->m, &cp, &c))) return 1;
     for (int32_t s = 0; o->la.n && s < max_npl; s++) /* mixed adapters: sequence s uses the (s mod n)-th */
@@ -329,6 +347,7 @@ static int bench_batched(const bench_opts *o, bench_env *e) {
                     printf("| %5d | %6d | %4d | %6d | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f | %10s | %4s |\n",
                            npp, ntg, npl, n_kv, t_pp, s_pp, t_tg, s_tg, t_pp + t_tg, n_kv / (t_pp + t_tg), fl, fr);
                 }
+                if (o->profile) rc = bench_profile(c);
                 fflush(stdout);
             }
     free(tp), free(tt);
@@ -353,6 +372,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-ntg")) ok = args_str(argc, argv, &i, &ntg);
         else if (!strcmp(a, "-npl")) ok = args_str(argc, argv, &i, &npl);
         else if (!strcmp(a, "-o")) ok = args_str(argc, argv, &i, &fmt);
+        else if (!strcmp(a, "--profile")) o->profile = true;
         else if (args_model_flag(argc, argv, &i, &o->mp, &ok) || args_lora_flag(argc, argv, &i, &o->la, &ok)) {
             /* shared flags: parsed (ok says whether the value was good) */
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -376,6 +396,8 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
             !bench_list(npl, 1, 4096, o->npl, &o->n_npl, "-npl"))
             return 2;
         if (!reps_set) o->reps = 1;
+    } else if (o->profile) {
+        return fprintf(stderr, "tallow bench: --profile needs batched mode (-npp/-ntg/-npl; -npl 1 times one sequence)\n"), 2;
     }
     return 0;
 }

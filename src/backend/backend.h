@@ -173,6 +173,7 @@ typedef struct be_ctx_desc {
     int64_t max_k;       /* widest matmul input, for scratch */
     int64_t max_n;       /* widest matmul output */
     int32_t max_len;     /* longest context a token can see */
+    bool profile;        /* time every op (profile_report); a backend without a timer refuses */
 } be_ctx_desc;
 
 typedef struct be_ops {
@@ -206,6 +207,8 @@ typedef struct be_ops {
     /* the same for n argmax results a linear wrote (a backend may keep them
      * in another form until read) */
     tl_status (*read_argmax)(be_ctx *bc, int32_t *dst, const int32_t *src, int32_t n);
+    /* the op timing table of a profiling context into buf (NULL: no timer) */
+    tl_status (*profile_report)(be_ctx *bc, char *buf, size_t n);
     /* ops */
     tl_status (*get_rows)(be_ctx *bc, const be_weight *table, const int32_t *ids, int64_t m, float *out);
     tl_status (*gather)(be_ctx *bc, const float *x, int64_t n, const int32_t *rows, int64_t m, float *out);

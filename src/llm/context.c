@@ -99,6 +99,7 @@ tl_status tl_context_init(tl_model *m, const tl_context_params *params, tl_conte
         .max_k = max_k,
         .max_n = max_n,
         .max_len = p.n_seq_ctx,
+        .profile = p.profile,
     };
     if ((s = c->be->ctx_init(m->bm, &d, &c->bc))) goto fail;
     if ((s = ctx_acts(c)) || (s = ctx_host(c))) goto fail;
@@ -124,6 +125,13 @@ const tl_model *tl_context_model(const tl_context *c) { return c->model; }
 int32_t tl_context_n_ctx(const tl_context *c) { return c->n_ctx; }
 int32_t tl_context_n_seq_max(const tl_context *c) { return c->n_seq_max; }
 int32_t tl_context_n_seq_ctx(const tl_context *c) { return c->n_seq_ctx; }
+
+tl_status tl_context_profile(tl_context *c, char *buf, size_t n) {
+    if (!c || !buf || !n) return tl_err(TL_ERR_INVALID, "context profile: no context or buffer");
+    buf[0] = 0;
+    if (!c->be->profile_report) return tl_err(TL_ERR_INVALID, "context profile: the %s backend has no op timer", c->be->name);
+    return c->be->profile_report(c->bc, buf, n);
+}
 
 /* grow an array to n elements of size sz (keeps nothing: for per-batch data) */
 static tl_status ctx_grow(void **p, size_t n, size_t sz) {

@@ -1,6 +1,8 @@
 /* tests/gpu/test_cuda_batch: the kernels of steps of many sequences
  * (cuda_batch.cu, cuda_mm.cu) against CPU twins in float64, random inputs,
  * outputs poisoned with NaN first:
+ *  - few-token matvec (2..8 tokens, every type with a decode matvec, store
+ *    and accumulate): against the one-token matvec per token and float64;
  *  - small-batch matmul (2..32 tokens, each quantized type, store and
  *    accumulate, row counts that are not a multiple of the 64-row tile,
  *    split inputs): against dequant(W) x in float64; the kernel rounds W's
@@ -78,6 +80,54 @@ static void test_mm(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int64_t 
     tlc_dfree(c, dx, x.size() * 4 + 16);
     tlc_dfree(c, dy, y0.size() * 4 + 16);
     tlc_dfree(c, scr, sb);
+}
+
+/* The few-token matvec against the one-token matvec on each token's row (the
+ * same q8_1 activation and unit dots, summed in another order: 1e-5
+ * relative) and against dequant(W) x in float64 (q8_1 rounds x: 2e-2). */
+static void test_mvm(tlc_ctx *c, tl_type t, int64_t n_in, int64_t n_out, int64_t m, int mode) {
+    std::vector<uint8_t> raw = random_weight(t, n_in, n_out);
+    std::vector<float> wf;
+    CHECK(cpu_dequant(t, raw, n_in, n_out, wf), "dequant %s", tl_type_name(t));
+    tlc_weight w;
+    void *dw, *stg, *dq = NULL;
+    OK(tlc_alloc(c, tlc_weight_bytes(t, n_in, n_out), "w", &dw));
+    OK(tlc_alloc(c, raw.size(), "staging", &stg));
+    OK(tlc_weight_upload(c, &w, t, n_in, n_out, raw.data(), dw, stg));
+    std::vector<float> x((size_t)m * n_in), y0((size_t)m * n_out);
+    for (auto &v : x) v = rnd_normal();
+    for (auto &v : y0) v = rnd_normal();
+    float *dx = dput(c, x), *dy = dput(c, y0), *d1 = dput(c, y0);
+    if (mode == TLC_MV_STORE) poison(c, dy, y0.size()), poison(c, d1, y0.size());
+    const bool fl = tlc_weight_is_float(&w);
+    const size_t q8 = tlc_q8_bytes(n_in);
+    if (!fl) {
+        OK(tlc_alloc(c, q8 * (size_t)m, "xq", &dq));
+        OK(tlc_act_prep(c, dx, NULL, 0.0f, n_in, m, NULL, dq));
+    }
+    CHECK(tlc_mvm_ok(&w, m), "mvm ok %s m %lld", tl_type_name(t), (long long)m);
+    OK(tlc_mvm(c, &w, dx, dq, m, dy, n_out, mode));
+    for (int64_t j = 0; j < m; j++)
+        OK(tlc_matvec(c, &w, dx + j * n_in, fl ? NULL : (uint8_t *)dq + j * q8, d1 + j * n_out, mode));
+    std::vector<float> y = dget(c, dy, y0.size()), y1 = dget(c, d1, y0.size());
+    std::vector<double> ref(y0.size()), one(y1.begin(), y1.end());
+    for (int64_t j = 0; j < m; j++)
+        for (int64_t r = 0; r < n_out; r++) {
+            double s = mode == TLC_MV_ACCUM ? y0[j * n_out + r] : 0.0;
+            for (int64_t k = 0; k < n_in; k++) s += (double)wf[r * n_in + k] * x[j * n_in + k];
+            ref[j * n_out + r] = s;
+        }
+    size_t bad, bad1;
+    const double e = rel_err(y.data(), ref.data(), y.size(), &bad), e1 = rel_err(y.data(), one.data(), y.size(), &bad1);
+    CHECK(e < 2e-2 && e1 < 1e-5 && !bad && !bad1,
+          "mvm %s n_in %lld n_out %lld m %lld %s: rel err %.2e vs float64, %.2e vs matvec (%zu/%zu non-finite)",
+          tl_type_name(t), (long long)n_in, (long long)n_out, (long long)m, mode ? "accum" : "store", e, e1, bad, bad1);
+    tlc_dfree(c, dw, tlc_weight_bytes(t, n_in, n_out));
+    tlc_dfree(c, stg, raw.size());
+    tlc_dfree(c, dx, x.size() * 4 + 16);
+    tlc_dfree(c, dy, y0.size() * 4 + 16);
+    tlc_dfree(c, d1, y0.size() * 4 + 16);
+    if (dq) tlc_dfree(c, dq, q8 * (size_t)m);
 }
 
 /* n_seq sequences of len positions each in a pool of blocks handed out in a
@@ -283,6 +333,13 @@ int main(void) {
     for (tl_type t : types)
         for (auto &sh : shapes)
             for (int mode = 0; mode < 2; mode++) test_mm(c, t, sh[0], sh[1], sh[2], mode);
+    const tl_type mvm_types[] = {TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_F32, TL_TYPE_Q4_0,
+                                 TL_TYPE_Q4_1, TL_TYPE_Q8_0, TL_TYPE_Q4_K, TL_TYPE_Q6_K};
+    const int64_t mvm_shapes[][3] = {{256, 100, 2}, {512, 131, 3}, {1024, 64, 4}, {256, 77, 5},
+                                     {4096, 96, 8}, {768, 300, 7}, {14336, 40, 6}, {2048, 1, 2}};
+    for (tl_type t : mvm_types)
+        for (auto &sh : mvm_shapes)
+            for (int mode = 0; mode < 2; mode++) test_mvm(c, t, sh[0], sh[1], sh[2], mode);
     const int att[][7] = {{4, 2, 16, 2, 40, 5, 0},   {8, 8, 64, 3, 200, 9, 0},   {32, 8, 128, 4, 700, 64, 0},
                           {4, 1, 256, 2, 600, 3, 512}, {8, 1, 64, 5, 90, 7, 4},   {16, 2, 32, 1, 33, 2, 0},
                           {12, 12, 64, 6, 1300, 1, 0}, {64, 8, 128, 2, 300, 16, 0}};

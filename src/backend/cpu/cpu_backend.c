@@ -147,6 +147,8 @@ static tl_status cpu_alloc(be_ctx *bc, size_t bytes, const char *what, void **ou
 }
 
 static tl_status cpu_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
+    if (d->profile)
+        return tl_err(TL_ERR_UNSUPPORTED, "cpu backend: no op timer (profile is for the cuda backend; use perf on the cpu)");
     be_ctx *bc = calloc(1, sizeof *bc);
     if (!bc) return tl_err(TL_ERR_NOMEM, "cpu backend: out of memory");
     bc->bm = bm;

@@ -336,6 +336,21 @@ tl_status tlc_measure_copy_bw(tlc_ctx *c, size_t bytes, int reps, double *gbps);
 /* f16 GEMM probe m=n=k=dim through cuBLAS, random inputs; TFLOP/s. */
 tl_status tlc_measure_gemm(tlc_ctx *c, int dim, int reps, double *tflops);
 /* Event timer on the stream. */
+/* Op-level timing for profile runs (cuda_prof.cu): tlc_prof_mark(p, stream,
+ * name, detail) records an event on the stream (a cudaStream_t) after the
+ * work queued so far and charges the interval since the previous mark to
+ * (name, detail); name must outlive p (a string literal); detail < 0 prints
+ * none. A NULL p makes mark a no-op. collect waits for the last mark and
+ * adds up; report writes a table (largest total first) into buf and returns
+ * its length. */
+typedef struct tlc_prof tlc_prof;
+tl_status tlc_prof_init(tlc_prof **out);
+void tlc_prof_free(tlc_prof *p);
+void tlc_prof_mark(tlc_prof *p, void *stream, const char *name, int detail);
+tl_status tlc_prof_collect(tlc_prof *p);
+int tlc_prof_report(const tlc_prof *p, char *buf, size_t n);
+void tlc_prof_reset(tlc_prof *p); /* totals back to zero (pending marks stay) */
+
 typedef struct tlc_timer tlc_timer;
 tl_status tlc_timer_init(tlc_timer **out);
 void tlc_timer_free(tlc_timer *t);
@@ -391,6 +406,17 @@ tl_status tlc_gather_rows(tlc_ctx *c, const float *x, int64_t n, const int32_t *
  * dequantized to f16 in shared memory, f16 activations, f32 sums.
  * tlc_mm_small_ok: whether w's type and m are served; scratch holds
  * tlc_mm_small_scratch(m, n_in, n_out, n_sm) bytes (an upper bound). */
+/* y [m][ldy] (=, or += with TLC_MV_ACCUM) x [m][n_in] W^T for 2..TLC_MVM_MAX
+ * tokens on the decode matvec's unit loads (cuda_mvm.cu): each weight unit
+ * dotted with every token, so the weights are read once at the matvec's
+ * rate. Float weights take xf [m][n_in] f32; quantized ones xq, m q8_1 rows
+ * tlc_q8_bytes(n_in) apart (tlc_act_prep). tlc_mvm_ok: the type, shape and m
+ * are served; tlc_mvm_use: and m is within the context's mvm_max_tokens. */
+#define TLC_MVM_MAX 8
+bool tlc_mvm_ok(const tlc_weight *w, int64_t m);
+bool tlc_mvm_use(const tlc_ctx *c, const tlc_weight *w, int64_t m);
+tl_status tlc_mvm(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, int64_t m, float *y, int64_t ldy,
+                  int mode);
 /* more tokens go through dequantization + cuBLAS, faster at 64 (docs/PERFORMANCE.md) */
 #define TLC_MM_SMALL_MAX 32
 bool tlc_mm_small_ok(const tlc_weight *w, int64_t m);

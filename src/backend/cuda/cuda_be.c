@@ -231,6 +231,7 @@ static void cb_ctx_free(be_ctx *bc) {
     tlc_sync(bc->c);
     for (int i = 0; i < bc->n_graphs; i++) tlc_graph_free(bc->graphs[i].g);
     cb_lora_free(bc);
+    tlc_prof_free(bc->prof);
     for (int i = 0; i < bc->n_allocs; i++) tlc_dfree(bc->c, bc->allocs[i].p, bc->allocs[i].n);
     free(bc->allocs);
     if (bc->kv) tlc_dfree(bc->c, bc->kv, bc->kv_bytes);
@@ -258,6 +259,7 @@ static tl_status cb_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
     bc->max_k = d->max_k;
     bc->max_n = d->max_n;
     tl_status s;
+    if (d->profile && (s = tlc_prof_init(&bc->prof))) goto fail;
     bc->kv_bytes = (size_t)d->n_layer * 2 * (size_t)d->n_head_kv * (size_t)bc->n_plane * (size_t)d->head_dim * 2;
     if ((s = tlc_alloc(bc->c, bc->kv_bytes, "KV cache", &bc->kv))) goto fail;
     /* unwritten positions are never read, but a zeroed pool keeps a stray read finite */
@@ -274,6 +276,7 @@ static tl_status cb_ctx_init(be_model *bm, const be_ctx_desc *d, be_ctx **out) {
         (s = cb_ctx_alloc(bc, (CB_IN_HDR + 5 * nt) * 4, "step inputs", (void **)&bc->d_in)) ||
         (s = cb_ctx_alloc(bc, nt * mk * 4, "normed input", (void **)&bc->xn)) ||
         (s = cb_ctx_alloc(bc, tlc_q8_bytes((int64_t)mk), "q8 input", &bc->xq)) ||
+        (s = cb_ctx_alloc(bc, TLC_MVM_MAX * tlc_q8_bytes((int64_t)mk), "q8 inputs (few tokens)", &bc->xqm)) ||
         (s = cb_ctx_alloc(bc, tlc_q8_bytes((int64_t)cb_max(mk, (size_t)d->max_n)), "q8 input 2", &bc->xqb)) ||
         (s = cb_ctx_alloc(bc, (mk / 32 + 1) * 4, "sums of squares", (void **)&bc->ssp)) ||
         (s = cb_ctx_alloc(bc, nt * (size_t)d->max_n * 4, "linear scratch", (void **)&bc->prod)) ||
@@ -395,6 +398,7 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
                       bc->n_tokens);
     /* the previous step's graph may still read the pinned inputs */
     tl_status s = tlc_sync(c);
+    if (!s) s = tlc_prof_collect(bc->prof);
     if (s) return s;
     cb_lora_reset(bc);
     /* one sequence: the table is the identity, written once at init */
@@ -408,7 +412,7 @@ static tl_status cb_step_run(be_ctx *bc, const be_step *st, be_forward_fn fn, vo
     const int32_t plan = cb_plan(bc, st);
     const int64_t plan_len = plan ? tlc_attn_cluster_len(c) : (int64_t)bc->n_plane;
     const uint64_t lk = st->lowrank_key;
-    const bool capture = st->n_tokens <= CB_GRAPH_MAX && (bc->contig ? st->n_tokens == 1 : true);
+    const bool capture = !bc->prof && st->n_tokens <= CB_GRAPH_MAX && (bc->contig ? st->n_tokens == 1 : true);
     int gi = -1;
     bc->n_steps++;
     for (int i = 0; i < bc->n_graphs && capture; i++)
@@ -468,7 +472,12 @@ eager:
     /* eager: decisions may look at the inputs on the host */
     bc->graph_mode = false;
     tlc_attn_plan(c, plan_len);
-    if (!(s = tlc_upload_async(c, bc->d_in, bc->h_in, cb_inputs_bytes(st)))) s = cb_run(bc, st, fn, arg);
+    /* profile: the interval up to here is the device's wait for the host */
+    cb_mark(bc, "(host between steps)", -1);
+    if (!(s = tlc_upload_async(c, bc->d_in, bc->h_in, cb_inputs_bytes(st)))) {
+        cb_mark(bc, "inputs", st->n_tokens);
+        s = cb_run(bc, st, fn, arg);
+    }
 done:
     tlc_attn_plan(c, 0);
     bc->graph_mode = false;
@@ -494,6 +503,65 @@ static tl_status cb_read_argmax(be_ctx *bc, int32_t *dst, const int32_t *src, in
     return tlc_download(bc->c, dst, src, (size_t)n * 4);
 }
 
+/* ---- the ops as the table calls them: each marks its end for the profile ---- */
+
+void cb_mark(be_ctx *bc, const char *name, int detail) {
+    if (bc->prof) tlc_prof_mark(bc->prof, tlc_stream_of(bc->c), name, detail);
+}
+
+static tl_status cb_profile_report(be_ctx *bc, char *buf, size_t n) {
+    if (!bc->prof) return tl_err(TL_ERR_INVALID, "cuda: the context was made without profile");
+    tl_status s = tlc_sync(bc->c);
+    if (!s) s = tlc_prof_collect(bc->prof);
+    if (!s) tlc_prof_report(bc->prof, buf, n);
+    tlc_prof_reset(bc->prof);
+    return s;
+}
+
+static tl_status cbt_get_rows(be_ctx *bc, const be_weight *w, const int32_t *ids, int64_t m, float *out) {
+    const tl_status s = cb_get_rows(bc, w, ids, m, out);
+    cb_mark(bc, "get_rows", (int)m);
+    return s;
+}
+
+static tl_status cbt_gather(be_ctx *bc, const float *x, int64_t n, const int32_t *rows, int64_t m, float *out) {
+    const tl_status s = cb_gather(bc, x, n, rows, m, out);
+    cb_mark(bc, "gather", (int)m);
+    return s;
+}
+
+static tl_status cbt_add(be_ctx *bc, float *x, const float *y, int64_t n) {
+    const tl_status s = cb_add(bc, x, y, n);
+    cb_mark(bc, "add", -1);
+    return s;
+}
+
+static tl_status cbt_scale(be_ctx *bc, float *x, float f, int64_t n) {
+    const tl_status s = cb_scale(bc, x, f, n);
+    cb_mark(bc, "scale", -1);
+    return s;
+}
+
+static tl_status cbt_norm(be_ctx *bc, const float *x, const be_norm *nm, int64_t n, int64_t m, float *y) {
+    const tl_status s = cb_norm(bc, x, nm, n, m, y);
+    cb_mark(bc, "norm", (int)m);
+    return s;
+}
+
+static tl_status cbt_linear(be_ctx *bc, const be_linear *l) {
+    static const char *const name[] = {"linear qkv", "linear o", "linear gate|up", "linear up", "linear down",
+                                       "linear output"};
+    const tl_status s = cb_linear(bc, l);
+    cb_mark(bc, l->wid >= 0 && l->wid < 6 ? name[l->wid] : "linear", (int)l->m);
+    return s;
+}
+
+static tl_status cbt_attention(be_ctx *bc, const be_attn *a) {
+    const tl_status s = cb_attention(bc, a);
+    cb_mark(bc, "attention", (int)a->m);
+    return s;
+}
+
 static const be_ops cuda_ops = {
     .name = "cuda",
     .model_init = cb_model_init,
@@ -512,13 +580,14 @@ static const be_ops cuda_ops = {
     .read = cb_read,
     .read_argmax = cb_read_argmax,
     .sync = cb_sync,
-    .get_rows = cb_get_rows,
-    .gather = cb_gather,
-    .add = cb_add,
-    .scale = cb_scale,
-    .norm = cb_norm,
-    .linear = cb_linear,
-    .attention = cb_attention,
+    .profile_report = cb_profile_report,
+    .get_rows = cbt_get_rows,
+    .gather = cbt_gather,
+    .add = cbt_add,
+    .scale = cbt_scale,
+    .norm = cbt_norm,
+    .linear = cbt_linear,
+    .attention = cbt_attention,
 };
 
 const be_ops *be_cuda(void) { return &cuda_ops; }

@@ -107,6 +107,8 @@ struct be_ctx {
     int n_graphs;
     uint64_t n_steps, prev_lr_key;
     cb_lora *lora;         /* adapters' device copies and index staging (cuda_be_lora.c), or NULL */
+    void *xqm;             /* q8_1 rows of a few-token matvec's input [TLC_MVM_MAX][tlc_q8_bytes(max_k)] */
+    tlc_prof *prof;        /* op timer of a profiling context (steps run eagerly), or NULL */
 };
 
 /* K and V planes of layer il */
@@ -117,6 +119,8 @@ static inline void *cb_vc(const be_ctx *bc, int il) {
     return (uint16_t *)cb_kc(bc, il) + (size_t)bc->nkv * (size_t)bc->n_plane * (size_t)bc->hd;
 }
 
+/* profile: charge the device time since the last mark to (name, detail) */
+void cb_mark(be_ctx *bc, const char *name, int detail);
 tl_status cb_keep(cb_alloc **list, int *n, int *cap, void *p, size_t bytes);
 
 /* cuda_be_ops.c */

@@ -228,6 +228,14 @@ static tl_status cb_linear1(be_ctx *bc, const be_linear *l) {
 
 /* ---- many tokens ------------------------------------------------------------- */
 
+/* every part of w takes the few-token matvec for m tokens */
+static bool cb_mvm_all(const be_ctx *bc, const be_weight *w, int np, int64_t m) {
+    if (m < 2 || m > TLC_MVM_MAX) return false;
+    for (int i = 0; i < np; i++)
+        if (!tlc_mvm_use(bc->c, w->one ? &w->all : &w->part[i], m)) return false;
+    return true;
+}
+
 /* y [m][ldy] (=, or += in ACCUM) x W^T over the parts, in row chunks that
  * fit the dequantization scratch; one token (a linear with adapters, which
  * skips the fused one-token path) through the matvec kernels, its input
@@ -241,12 +249,26 @@ static tl_status cb_gemm(be_ctx *bc, const be_weight *w, const float *x, int64_t
         return cb_mv(bc, w, x, fl ? NULL : bc->xq, y, mode, &none);
     }
     const int np = w->one ? 1 : w->n;
+    if (cb_mvm_all(bc, w, np, m)) {
+        /* a few tokens: the matvec's loads, every unit dotted with each token */
+        bool q = false;
+        for (int i = 0; i < np; i++) q = q || !tlc_weight_is_float(w->one ? &w->all : &w->part[i]);
+        if (q) CB_TRY(tlc_act_prep(bc->c, x, NULL, 0.0f, w->n_in, m, NULL, bc->xqm));
+        for (int i = 0, off = 0; i < np; i++) {
+            const tlc_weight *p = w->one ? &w->all : &w->part[i];
+            CB_TRY(tlc_mvm(bc->c, p, x, bc->xqm, m, y + off, ldy, mode));
+            off += (int)p->n_out;
+        }
+        cb_mark(bc, "matmul: few-token matvec", (int)m);
+        return TL_OK;
+    }
     int64_t off = 0;
     for (int i = 0; i < np; i++) {
         const tlc_weight *p = w->one ? &w->all : &w->part[i];
         if (tlc_mm_small_ok(p, m)) {
             /* up to a few tens of tokens: each weight read once, dequantized on the fly */
             CB_TRY(tlc_mm_small(bc->c, p, x, m, y + off, ldy, mode, bc->gemm_scr));
+            cb_mark(bc, "matmul: small-batch mma", (int)m);
             off += p->n_out;
             continue;
         }
@@ -255,6 +277,7 @@ static tl_status cb_gemm(be_ctx *bc, const be_weight *w, const float *x, int64_t
             const tlc_weight v = tlc_weight_rows(p, r0, nr);
             CB_TRY(tlc_gemm_ex(bc->c, &v, x, m, y + off + r0, ldy, mode, bc->gemm_scr));
         }
+        cb_mark(bc, "matmul: dequantize+cuBLAS", (int)m);
         off += p->n_out;
     }
     return TL_OK;

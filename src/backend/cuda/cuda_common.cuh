@@ -27,6 +27,7 @@ struct tlc_ctx {
     int mv_store_u;       /* units per lane per pass of the plain store matvecs (QKV, output head); 0: by type */
     int mv_glu_u;         /* the same for the GLU matvec; 0: by type */
     int mv_ks;            /* most blocks (a cluster) that split one 32-row group of a Wo/down matvec: 1, 2 or 4 */
+    int mvm_max;          /* most tokens of the few-token matvec (tlc_mvm_use) */
     int64_t att_max_len;  /* longest context of the decode attention launches now (0: not
                            * known; tlc_attn_plan) */
     int *mv_cnt;         /* [TLC_MV_GROUPS] zeroed counters of the matvec q8_1 epilogue

@@ -23,6 +23,8 @@ static tl_status tune_check(const tl_cuda_tuning *t) {
     tl_status s = tune_pow2("mv_store_units", t->mv_store_units, 8, true);
     if (!s) s = tune_pow2("mv_glu_units", t->mv_glu_units, 8, true);
     if (!s) s = tune_pow2("mv_split_max", t->mv_split_max, 4, false);
+    if (!s && (t->mvm_max_tokens < 0 || t->mvm_max_tokens > TLC_MVM_MAX))
+        s = tl_err(TL_ERR_INVALID, "cuda tuning: mvm_max_tokens is %d (0..%d)", (int)t->mvm_max_tokens, TLC_MVM_MAX);
     return s;
 }
 
@@ -48,6 +50,7 @@ tl_status tlc_init(int device, const tl_cuda_tuning *tune, tlc_ctx **out) {
     c->mv_store_u = t.mv_store_units;
     c->mv_glu_u = t.mv_glu_units;
     c->mv_ks = t.mv_split_max;
+    c->mvm_max = t.mvm_max_tokens;
     cudaDeviceProp prop;
     if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
         free(c);
