@@ -115,6 +115,13 @@ tl_status tt_device_sync(tt_device dev);
 /* The device's free and total memory in bytes (the framework's pool keeps
  * what its ops used, so total - free after a step is that step's peak). */
 tl_status tt_device_memory(tt_device dev, size_t *free_bytes, size_t *total_bytes);
+/* Kernel-call timing on a device (profile runs; TT_CUDA only): while on,
+ * every CUDA call of the framework (a kernel or cuBLASLt launch, a copy)
+ * records an event on the stream after its work. The report writes the time
+ * per call name since the last report (largest total first, NUL-terminated)
+ * and starts the totals again. */
+tl_status tt_device_profile(tt_device dev, bool on);
+tl_status tt_device_profile_report(tt_device dev, char *buf, size_t n);
 /* How the CUDA matmuls (linear, attention) compute: F32 exactly in fp32
  * (the PyTorch-fp32 oracle's mode, the default), TF32 on the tensor cores
  * with fp32 accumulation, BF16 with the operands rounded to bf16 (fp32

@@ -189,6 +189,12 @@ tt_tensor *tt__grad_buf(tt_tensor *t) {
     return t->grad;
 }
 
+tt_tensor *tt__grad_buf_for_write(tt_tensor *t, bool *fresh) {
+    *fresh = !t->grad;
+    if (!t->grad) t->grad = tt__grad_new_raw(t->owner, tt__dev(t), t->dtype, t->ndim, t->shape);
+    return t->grad;
+}
+
 #define ACC4(T)                                                                       \
     do {                                                                              \
         T *d = tt_data(t->grad);                                                      \
@@ -214,7 +220,8 @@ static tl_status acc_grad_dev(tt_tensor *t, const tt_tensor *g) {
                       (long long)tt_numel(t));
     bool fresh = !t->grad;
     if (fresh) {
-        t->grad = tt__grad_new(t->owner, tt__dev(t), t->dtype, t->ndim, t->shape);
+        /* the copy below writes every element */
+        t->grad = tt__grad_new_raw(t->owner, tt__dev(t), t->dtype, t->ndim, t->shape);
         if (!t->grad) return TL_ERR_NOMEM;
     }
     return tt__dev_copy(t->grad, g, !fresh);

@@ -95,6 +95,22 @@ tl_status tt_device_memory(tt_device dev, size_t *free_bytes, size_t *total_byte
     return dev == TT_CPU ? tl_err(TL_ERR_UNSUPPORTED, "train: device_memory of the cpu") : no_device(dev);
 }
 
+tl_status tt_device_profile(tt_device dev, bool on) {
+#ifdef TALLOW_CUDA
+    if (dev == TT_CUDA) return tcu_profile(on);
+#endif
+    (void)on;
+    return dev == TT_CPU ? tl_err(TL_ERR_UNSUPPORTED, "train: no kernel timer on the cpu (use perf)") : no_device(dev);
+}
+
+tl_status tt_device_profile_report(tt_device dev, char *buf, size_t n) {
+    if (buf && n) buf[0] = 0;
+#ifdef TALLOW_CUDA
+    if (dev == TT_CUDA) return tcu_profile_report(buf, n);
+#endif
+    return dev == TT_CPU ? tl_err(TL_ERR_UNSUPPORTED, "train: no kernel timer on the cpu (use perf)") : no_device(dev);
+}
+
 void tt_ctx_set_matmul_prec(tt_ctx *c, tt_matmul_prec p) { c->mm_prec = p; }
 
 bool tt__on_host(const char *op, const tt_tensor *const *xs, int n) {

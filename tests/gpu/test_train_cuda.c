@@ -82,11 +82,14 @@ static bool bit_equal(const tt_tensor *a, const tt_tensor *b) {
 
 typedef tt_tensor *(*op3)(tt_ctx *c, tt_tensor *const *in, void *arg);
 
+static tt_matmul_prec g_prec = TT_MM_F32; /* the matmul precision twin runs the CUDA side in */
+
 /* Run op on CPU inputs and on their GPU copies; backward with one random
  * seed on both; compare output and each input's gradient. */
 static void twin(const char *name, op3 f, void *arg, int n_in, tt_tensor **hin, double tol) {
     tt_ctx *c;
     tt_ctx_init(2, &c);
+    tt_ctx_set_matmul_prec(c, g_prec);
     tt_tensor *din[4] = {0};
     for (int i = 0; i < n_in; i++) {
         if (!hin[i]) continue;
@@ -131,6 +134,10 @@ static tt_tensor *f_silu(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_s
 static tt_tensor *f_mul(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_mul(c, in[0], in[1]); }
 static tt_tensor *f_rope(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_rope(c, in[0], 3, 10000.0); }
 static tt_tensor *f_lin(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_linear(c, in[0], in[1], in[2]); }
+/* one weight used twice: the second backward adds into the weight's and the input's gradients */
+static tt_tensor *f_lin2(tt_ctx *c, tt_tensor *const *in, void *a) {
+    return tt_add(c, tt_linear(c, in[0], in[1], in[2]), tt_linear(c, in[0], in[1], NULL));
+}
 static const int32_t *g_ids;
 static int64_t g_ids_n;
 static tt_tensor *f_emb(tt_ctx *c, tt_tensor *const *in, void *a) {
@@ -174,6 +181,10 @@ static void test_ops(void) {
         twin("gelu_tanh", f_gelu, NULL, 1, in, 1e-5);
         twin("to_device round trip", f_todev, NULL, 1, in, 1e-5);
         tt_free(in[0]);
+        int64_t odd[2] = {7, 13}; /* a count that leaves a tail after the float4s */
+        in[0] = rnd(2, odd, 4);
+        twin("gelu_tanh, 91 values", f_gelu, NULL, 1, in, 1e-5);
+        tt_free(in[0]);
     }
     {
         int64_t a[3] = {3, 70, 96}, c1 = 96;
@@ -203,6 +214,12 @@ static void test_ops(void) {
         twin("linear f32", f_lin, NULL, 3, in, 1e-5);
         tt_free(in[0]);
         tt_free(in[1]);
+        /* an odd width (GPT-2's vocabulary is 50257): rows padded around the matmuls */
+        int64_t wo[2] = {77, 64}, bo = 77;
+        tt_tensor *io[3] = {rnd(3, x, 1), rnd(2, wo, 0.1), rnd(1, &bo, 0.1)};
+        twin("linear+bias f32, 77 outputs", f_lin, NULL, 3, io, 1e-5);
+        twin("linear twice f32, 77 outputs", f_lin2, NULL, 3, io, 1e-5);
+        for (int i = 0; i < 3; i++) tt_free(io[i]);
     }
     {
         int64_t w[2] = {50, 48};
@@ -228,12 +245,25 @@ static void test_ops(void) {
 }
 
 static void test_prec(void) {
-    /* TF32 / BF16 matmuls: the same twin with a looser bound */
+    /* TF32 / BF16 matmuls: the same twin with a looser bound, an aligned and
+     * an odd output width (padded rows), forward and every gradient */
     int64_t x[2] = {64, 256}, w[2] = {128, 256}, b = 128;
     tt_tensor *in[3] = {rnd(2, x, 1), rnd(2, w, 0.05), rnd(1, &b, 0.1)};
     tt_matmul_prec ps[2] = {TT_MM_TF32, TT_MM_BF16};
     const char *nm[2] = {"linear tf32", "linear bf16"};
     double tol[2] = {3e-3, 1.5e-2};
+    for (int k = 0; k < 2; k++) {
+        int64_t wo[2] = {77, 256}, bo = 77;
+        tt_tensor *io[3] = {rnd(2, x, 1), rnd(2, wo, 0.05), rnd(1, &bo, 0.1)};
+        char label[64];
+        snprintf(label, sizeof label, "%s, 77 outputs", nm[k]);
+        g_prec = ps[k];
+        twin(label, f_lin, NULL, 3, io, 2 * tol[k]);
+        snprintf(label, sizeof label, "%s twice, 77 outputs", nm[k]);
+        twin(label, f_lin2, NULL, 3, io, 2 * tol[k]);
+        g_prec = TT_MM_F32;
+        for (int i = 0; i < 3; i++) tt_free(io[i]);
+    }
     for (int k = 0; k < 2; k++) {
         tt_ctx *c;
         tt_ctx_init(1, &c);
@@ -248,31 +278,38 @@ static void test_prec(void) {
         for (int i = 0; i < 3; i++) tt_free(din[i]);
     }
     for (int i = 0; i < 3; i++) tt_free(in[i]);
-    /* attention in each precision: forward and the qkv gradient */
-    int64_t dims[4] = {2, 64, 2, 32}, qkv[3] = {2, 64, 3 * 64};
-    tt_tensor *xa = rnd(3, qkv, 1);
+    /* attention in each precision: forward and the qkv gradient; BF16 runs
+     * the flash kernels (head sizes 32, 64, 128; a partial last tile) */
+    const int64_t cfgs[][4] = {{2, 64, 2, 32}, {1, 50, 2, 64}, {1, 130, 1, 128}, {2, 200, 3, 64}};
     double atol[2] = {5e-3, 3e-2};
-    for (int k = 0; k < 2; k++) {
-        tt_ctx *c;
-        tt_ctx_init(1, &c);
-        tt_ctx_set_matmul_prec(c, ps[k]);
-        tt_free(xa->grad);
-        xa->grad = NULL;
-        xa->requires_grad = true;
-        tt_tensor *dx = on_gpu(xa, true), *hin[1] = {xa}, *din[1] = {dx};
-        tt_tensor *ho = f_attn(c, hin, dims), *dout = f_attn(c, din, dims);
-        tt_tensor *seed = rnd(ho->ndim, ho->shape, 1), *dseed = on_gpu(seed, false);
-        tt_backward_with(c, ho, seed);
-        tt_backward_with(c, dout, dseed);
-        double ef = rel_err(dout, ho), eg = rel_err(dx->grad, xa->grad);
-        CHECK(ef < atol[k] && eg < atol[k], "attention %s: fwd %.3g grad %.3g", k ? "bf16" : "tf32", ef, eg);
-        printf("%-28s fwd %.2e  grad %.2e\n", k ? "attention bf16" : "attention tf32", ef, eg);
-        tt_free(seed);
-        tt_free(dseed);
-        tt_free(dx);
-        tt_ctx_free(c);
+    for (int ci = 0; ci < 4; ci++) {
+        int64_t dims[4] = {cfgs[ci][0], cfgs[ci][1], cfgs[ci][2], cfgs[ci][3]};
+        int64_t qkv[3] = {dims[0], dims[1], 3 * dims[2] * dims[3]};
+        tt_tensor *xa = rnd(3, qkv, 1);
+        for (int k = ci ? 1 : 0; k < 2; k++) {
+            tt_ctx *c;
+            tt_ctx_init(1, &c);
+            tt_ctx_set_matmul_prec(c, ps[k]);
+            tt_free(xa->grad);
+            xa->grad = NULL;
+            xa->requires_grad = true;
+            tt_tensor *dx = on_gpu(xa, true), *hin[1] = {xa}, *din[1] = {dx};
+            tt_tensor *ho = f_attn(c, hin, dims), *dout = f_attn(c, din, dims);
+            tt_tensor *seed = rnd(ho->ndim, ho->shape, 1), *dseed = on_gpu(seed, false);
+            tt_backward_with(c, ho, seed);
+            tt_backward_with(c, dout, dseed);
+            double ef = rel_err(dout, ho), eg = rel_err(dx->grad, xa->grad);
+            CHECK(ef < atol[k] && eg < atol[k], "attention %s T %lld D %lld: fwd %.3g grad %.3g", k ? "bf16" : "tf32",
+                  (long long)dims[1], (long long)dims[3], ef, eg);
+            printf("attention %s T %lld D %lld     fwd %.2e  grad %.2e\n", k ? "bf16" : "tf32", (long long)dims[1],
+                   (long long)dims[3], ef, eg);
+            tt_free(seed);
+            tt_free(dseed);
+            tt_free(dx);
+            tt_ctx_free(c);
+        }
+        tt_free(xa);
     }
-    tt_free(xa);
 }
 
 static void test_guard(void) {

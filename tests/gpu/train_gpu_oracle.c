@@ -10,7 +10,9 @@
  * DIR/lr.txt (that lr, for the PyTorch side). --bench N: no files; times N steps after 3
  * warm-up steps and prints tokens/s (median step) and model FLOPs
  * utilization against the H200's 989 dense bf16 TFLOP/s, and the device
- * memory in use after the steps (the pool keeps the step's peak). */
+ * memory in use after the steps (the pool keeps the step's peak).
+ * --profile 1 (with --bench): the timed steps run with the kernel-call
+ * timer on, and its table (per tcu_* call, summed over the steps) follows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +63,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *dir = argv[1], *mm = "f32";
-    int64_t L = 2, C = 128, H = 4, V = 512, T = 64, B = 4, steps = 20, bench = 0, lr_e6 = 1000;
+    int64_t L = 2, C = 128, H = 4, V = 512, T = 64, B = 4, steps = 20, bench = 0, lr_e6 = 1000, prof = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         int64_t v = atoll(argv[i + 1]);
         if (!strcmp(argv[i], "--layers")) L = v;
@@ -73,6 +75,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = v;
         else if (!strcmp(argv[i], "--bench")) bench = v;
         else if (!strcmp(argv[i], "--lr-e6")) lr_e6 = v;
+        else if (!strcmp(argv[i], "--profile")) prof = v;
         else if (!strcmp(argv[i], "--matmul")) mm = argv[i + 1];
         else {
             fprintf(stderr, "train_gpu_oracle: unknown option %s\n", argv[i]);
@@ -125,6 +128,7 @@ int main(int argc, char **argv) {
     double *dt = calloc((size_t)steps, sizeof *dt);
     for (int64_t s = 0; s < steps; s++) {
         const int32_t *ids = batches + (size_t)s * 2 * nbt, *tg = ids + nbt;
+        if (prof && bench && s == 3 && tt_device_profile(TT_CUDA, true) != TL_OK) return die("profile");
         int64_t t0 = tl_time_us();
         tt_params_zero_grad(&m.params);
         tt_tensor *l = tt_model_loss(c, &m, ids, tg, B, T, NULL);
@@ -139,6 +143,12 @@ int main(int argc, char **argv) {
         if (bench) fprintf(stderr, "step %lld: loss %.4f, %.1f ms\n", (long long)s, lv, dt[s] * 1e3);
     }
     if (lf) fclose(lf);
+    if (prof && bench) {
+        char *tab = malloc(1 << 16);
+        if (!tab || tt_device_profile_report(TT_CUDA, tab, 1 << 16) != TL_OK) return die("profile report");
+        printf("kernel calls over %lld steps:\n%s", (long long)bench, tab);
+        free(tab);
+    }
     if (bench) {
         qsort(dt + 3, (size_t)bench, sizeof *dt, cmp_d);
         double med = dt[3 + bench / 2], tps = (double)(B * T) / med;

@@ -34,10 +34,18 @@ static bool cu_check(const char *op, tt_tensor *const *in, int n, int n_req) {
 static float *scratch(tt_ctx *c, size_t nbytes) { return tt__pool_take(c, TT_CUDA, nbytes ? nbytes : 64); }
 static void scratch_put(tt_ctx *c, void *p, size_t nbytes) { tt__pool_put(c, TT_CUDA, p, nbytes ? nbytes : 64); }
 
-/* Gradient buffer of t and whether it already held a gradient (then the
- * kernel adds, else it may overwrite). */
+/* Gradient buffer of t and whether it already held a gradient: then the
+ * kernel adds, else it must overwrite every element (the bytes of a fresh
+ * buffer are not zeroed). */
 static float *grad_of(tt_tensor *t, bool *add) {
-    *add = t->grad != NULL;
+    bool fresh;
+    tt_tensor *g = tt__grad_buf_for_write(t, &fresh);
+    *add = !fresh;
+    return g ? F(g) : NULL;
+}
+
+/* Gradient buffer of t, zeroed when fresh: for kernels that always add. */
+static float *grad_acc_of(tt_tensor *t) {
     tt_tensor *g = tt__grad_buf(t);
     return g ? F(g) : NULL;
 }
@@ -49,8 +57,7 @@ static tl_status bw_add(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     if (s || !tt__need(n, 1)) return s;
     int64_t R = n->i[0], N = n->i[1];
     if (R == 1) return tt__acc_grad(n->in[1], g);
-    bool add;
-    float *gb = grad_of(n->in[1], &add);
+    float *gb = grad_acc_of(n->in[1]);
     if (!gb) return TL_ERR_NOMEM;
     size_t nb = (size_t)64 * (size_t)N * sizeof(float);
     float *sc = scratch(c, nb);
@@ -126,12 +133,12 @@ static tl_status bw_layernorm(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     tt_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     ln_saved *sv = n->extra;
     int64_t C = x->shape[x->ndim - 1], R = tt_numel(x) / C;
-    bool ax = false, aw, ab;
+    bool ax = false;
     float *gx = tt__need(n, 0) ? grad_of(x, &ax) : NULL;
-    float *gw = tt__need(n, 1) ? grad_of(w, &aw) : NULL;
-    float *gb = b && tt__need(n, 2) ? grad_of(b, &ab) : NULL;
+    float *gw = tt__need(n, 1) ? grad_acc_of(w) : NULL;
+    float *gb = b && tt__need(n, 2) ? grad_acc_of(b) : NULL;
     if ((tt__need(n, 0) && !gx) || (tt__need(n, 1) && !gw) || (b && tt__need(n, 2) && !gb)) return TL_ERR_NOMEM;
-    size_t nb = (size_t)2 * 256 * (size_t)C * sizeof(float);
+    size_t nb = (size_t)2 * TCU_LN_BLOCKS * (size_t)C * sizeof(float);
     float *sc = scratch(c, nb);
     if (!sc) return TL_ERR_NOMEM;
     /* dx is needed for the weight sums anyway: with no x grad, write it to scratch */
@@ -193,8 +200,7 @@ typedef struct emb_saved {
 static tl_status bw_embedding(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     emb_saved *sv = n->extra;
     if (!tt__need(n, 0)) return TL_OK;
-    bool add;
-    float *gw = grad_of(n->in[0], &add);
+    float *gw = grad_acc_of(n->in[0]);
     if (!gw) return TL_ERR_NOMEM;
     int64_t C = n->in[0]->shape[1];
     const int32_t *csr = tt_data(sv->csr);
@@ -349,15 +355,16 @@ static tl_status bw_linear(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     tt_tensor *x = n->in[0], *w = n->in[1], *bias = n->in[2];
     int64_t K = w->shape[1], N = w->shape[0], M = tt_numel(x) / K;
     int mode = (int)n->i[0];
-    bool ax = false, aw, ab;
+    bool ax = false, aw = false;
     float *gx = tt__need(n, 0) ? grad_of(x, &ax) : NULL;
     float *gw = tt__need(n, 1) ? grad_of(w, &aw) : NULL;
-    float *gb = bias && tt__need(n, 2) ? grad_of(bias, &ab) : NULL;
+    float *gb = bias && tt__need(n, 2) ? grad_acc_of(bias) : NULL;
     if ((tt__need(n, 0) && !gx) || (tt__need(n, 1) && !gw) || (bias && tt__need(n, 2) && !gb)) return TL_ERR_NOMEM;
-    size_t nb = bf16_scratch(mode, M * N, M * K, N * K) + (size_t)64 * (size_t)N * sizeof(float) + 256;
+    size_t nb = tcu_linear_pad_bytes(M, N, K) + bf16_scratch(mode, M * N, M * K, N * K) +
+                (size_t)64 * (size_t)N * sizeof(float) + 256;
     void *sc = scratch(c, nb);
     if (!sc) return TL_ERR_NOMEM;
-    tl_status s = tcu_linear_bwd(gx, ax, gw, gb, F(g), F(x), F(w), M, N, K, mode, sc);
+    tl_status s = tcu_linear_bwd(gx, ax, gw, aw, gb, F(g), F(x), F(w), M, N, K, mode, sc);
     scratch_put(c, sc, nb);
     return s;
 }
@@ -381,7 +388,7 @@ tt_tensor *tt__cu_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias)
     tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, osh);
     if (!o) return NULL;
     int mode = (int)c->mm_prec;
-    size_t nb = bf16_scratch(mode, M * K, N * K, 0);
+    size_t nb = tcu_linear_pad_bytes(M, N, K) + bf16_scratch(mode, M * K, N * K, 0);
     void *sc = nb ? scratch(c, nb) : NULL;
     if (nb && !sc) return NULL;
     tl_status s = tcu_linear_fwd(F(o), F(x), F(w), bias ? F(bias) : NULL, M, N, K, mode, sc);
@@ -398,24 +405,38 @@ tt_tensor *tt__cu_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias)
 
 /* ---- attention: q/k/v [B, H, T, D] -> [B, H, T, D]; P kept ---- */
 typedef struct attn_saved {
-    tt_tensor *p;
+    tt_tensor *p;        /* the probabilities (matmul path), or NULL */
+    tt_tensor *lse, *o;  /* flash path: each row's log2-sum-exp and the output */
     float scale;
     int mode;
+    bool causal;
 } attn_saved;
+
+/* the flash kernels of BF16 mode: head sizes 32/64/128 and 16-byte aligned rows */
+static bool attn_flash(int mode, int64_t D, const tt_tensor *q, const tt_tensor *k, const tt_tensor *v) {
+    const uintptr_t al = (uintptr_t)F(q) | (uintptr_t)F(k) | (uintptr_t)F(v);
+    return mode == TT_MM_BF16 && tcu_flash_ok(D) && !(al & 15);
+}
 
 static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     attn_saved *sv = n->extra;
     tt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
     size_t nq = (size_t)(BH * T * D) * sizeof(float), np = (size_t)(BH * T * T) * sizeof(float);
+    const bool fl = sv->lse != NULL;
+    if (fl) np = (size_t)(BH * T) * sizeof(float); /* dp holds delta = rowsum(dO o O) */
     float *dq = scratch(c, nq), *dk = scratch(c, nq), *dv = scratch(c, nq), *dp = scratch(c, np);
     tl_status s = dq && dk && dv && dp ? TL_OK : TL_ERR_NOMEM;
     tt_tensor *gc = tt__contig(c, (tt_tensor *)g);
     if (!s && !gc) s = TL_ERR_NOMEM;
-    size_t nsc = sv->mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
+    size_t nsc = sv->mode == TT_MM_BF16 && !fl ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
     void *sc = nsc && !s ? scratch(c, nsc) : NULL;
     if (nsc && !sc) s = TL_ERR_NOMEM;
-    if (!s) s = tcu_attn_bwd(dq, dk, dv, dp, F(gc), F(sv->p), F(q), F(k), F(v), BH, T, D, sv->scale, sv->mode, sc);
+    if (!s && fl)
+        s = tcu_flash_bwd(dq, dk, dv, dp, F(gc), F(sv->o), F(sv->lse), F(q), F(k), F(v), BH, T, D, sv->scale,
+                          sv->causal);
+    else if (!s)
+        s = tcu_attn_bwd(dq, dk, dv, dp, F(gc), F(sv->p), F(q), F(k), F(v), BH, T, D, sv->scale, sv->mode, sc);
     if (sc) scratch_put(c, sc, nsc);
     tt_tensor *dt[3] = {NULL, NULL, NULL};
     float *dd[3] = {dq, dk, dv};
@@ -455,16 +476,24 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
     v = tt_contiguous(c, v);
     if (!q || !k || !v) return NULL;
     int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
-    int64_t psh[3] = {BH, T, T};
-    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, 4, q->shape), *p = tt__temp_on(c, TT_CUDA, TT_F32, 3, psh);
-    if (!o || !p) return NULL;
-    float sc = scale > 0 ? (float)scale : 1.0f / sqrtf((float)D);
     int mode = (int)c->mm_prec;
-    size_t nsc = mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
-    void *scr = nsc ? scratch(c, nsc) : NULL;
-    if (nsc && !scr) return NULL;
-    tl_status st = tcu_attn_fwd(F(o), F(p), F(q), F(k), F(v), BH, T, D, sc, causal, mode, scr);
-    if (scr) scratch_put(c, scr, nsc);
+    const bool fl = attn_flash(mode, D, q, k, v);
+    int64_t psh[3] = {BH, T, T}, lsh = BH * T;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, 4, q->shape);
+    tt_tensor *p = fl ? NULL : tt__temp_on(c, TT_CUDA, TT_F32, 3, psh);
+    tt_tensor *lse = fl ? tt__temp_on(c, TT_CUDA, TT_F32, 1, &lsh) : NULL;
+    if (!o || (!fl && !p) || (fl && !lse)) return NULL;
+    float sc = scale > 0 ? (float)scale : 1.0f / sqrtf((float)D);
+    tl_status st;
+    if (fl) {
+        st = tcu_flash_fwd(F(o), F(lse), F(q), F(k), F(v), BH, T, D, sc, causal);
+    } else {
+        size_t nsc = mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
+        void *scr = nsc ? scratch(c, nsc) : NULL;
+        if (nsc && !scr) return NULL;
+        st = tcu_attn_fwd(F(o), F(p), F(q), F(k), F(v), BH, T, D, sc, causal, mode, scr);
+        if (scr) scratch_put(c, scr, nsc);
+    }
     if (st != TL_OK) return NULL;
     tt_tensor *rin[3] = {q, k, v};
     if (tt__needs_grad(c, rin, 3)) {
@@ -476,8 +505,11 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
             return NULL;
         }
         sv->p = p;
+        sv->lse = lse;
+        sv->o = o;
         sv->scale = sc;
         sv->mode = mode;
+        sv->causal = causal;
         n->extra = sv;
     }
     return o;

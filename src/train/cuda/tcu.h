@@ -32,6 +32,9 @@ tl_status tcu_d2h(void *dst, const void *src, size_t nbytes); /* waits */
 tl_status tcu_sync(void);
 tl_status tcu_memory(size_t *free_bytes, size_t *total_bytes);
 tl_status tcu_check(const char *what); /* a launch error, as a tl_status */
+/* kernel-call timing (tt_device_profile): on, every tcu_* call marks its end */
+tl_status tcu_profile(bool on);
+tl_status tcu_profile_report(char *buf, size_t n);
 
 /* dst[i] (=|+=) src[i] over a 4-d index space sh (strides in elements);
  * dtypes: equal, or f32 <-> bf16 (add: f32 only). */
@@ -57,7 +60,9 @@ tl_status tcu_sum_rows_into(float *gb, const float *g, int64_t R, int64_t Rb, in
  * mean NULL: RMSNorm (no centering; b NULL), in both passes. */
 tl_status tcu_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
                             int64_t R, int64_t C, float eps);
-/* gx (=|+=) dx; gw/gb += (deterministic two-pass column sums; scratch [>= 2 * 256 * C] floats). */
+/* gx (=|+=) dx; gw/gb += (deterministic two-pass column sums; scratch
+ * [>= 2 * TCU_LN_BLOCKS * C] floats). */
+#define TCU_LN_BLOCKS 512
 tl_status tcu_layernorm_bwd(float *gx, bool gx_add, float *gw, float *gb, const float *g, const float *x,
                             const float *w, const float *mean, const float *rstd, int64_t R, int64_t C,
                             float *scratch);
@@ -72,11 +77,14 @@ tl_status tcu_mul(float *y, bool add, const float *a, const float *b, int64_t n)
 tl_status tcu_rope(float *y, bool add, const float *x, const float *cs, int64_t rows, int64_t T, int64_t H, int64_t D,
                    int dir);
 /* y [M, N] = x [M, K] @ w[N, K]^T (+ bias[N]); mode: TCU_MM_*; scratch for
- * bf16 copies of x and w (NULL unless BF16: (M*K + N*K) bf16). */
+ * the padded product (tcu_linear_pad_bytes) then the bf16 copies of x and w
+ * (BF16: (M*K + N*K) bf16); NULL when both are 0. */
 tl_status tcu_linear_fwd(float *y, const float *x, const float *w, const float *bias, int64_t M, int64_t N,
                          int64_t K, int mode, void *scratch);
-/* gx (=|+=) g @ w; gw += g^T @ x; gb += colsum(g) (each may be NULL). */
-tl_status tcu_linear_bwd(float *gx, bool gx_add, float *gw, float *gb, const float *g, const float *x,
+/* Extra scratch the linear ops need (0 unless N is not a multiple of 8). */
+size_t tcu_linear_pad_bytes(int64_t M, int64_t N, int64_t K);
+/* gx (=|+=) g @ w; gw (=|+=) g^T @ x; gb += colsum(g) (each may be NULL). */
+tl_status tcu_linear_bwd(float *gx, bool gx_add, float *gw, bool gw_add, float *gb, const float *g, const float *x,
                          const float *w, int64_t M, int64_t N, int64_t K, int mode, void *scratch);
 /* Softmax of each row of p [rows, T] in place, row r being query r % T
  * (causal: keys after it get 0); and its backward, in place over dp:
@@ -100,6 +108,17 @@ tl_status tcu_xent_fwd(float *loss, float *lse, float *rowloss, const float *log
 /* glogits (=|+=) (softmax - onehot) * gloss[0] / n_valid (0 on ignored rows). */
 tl_status tcu_xent_bwd(float *glogits, bool add, const float *gloss, const float *logits, const float *lse,
                        const int32_t *tgt, int64_t N, int64_t V, int32_t ignore, int64_t n_valid);
+
+/* Flash attention (BF16 mode, tcu_flash.cu): q/k/v/o [BH, T, D] f32 with D
+ * 32, 64 or 128 (tcu_flash_ok) and 16-byte aligned; lse2 [BH, T] kept for
+ * the backward (each row's log2 of the sum of exp2 of its log2-domain
+ * scores). Backward: dq/dk/dv [BH, T, D] written, delta [BH, T] scratch. */
+bool tcu_flash_ok(int64_t D);
+tl_status tcu_flash_fwd(float *o, float *lse2, const float *q, const float *k, const float *v, int64_t BH, int64_t T,
+                        int64_t D, float scale, bool causal);
+tl_status tcu_flash_bwd(float *dq, float *dk, float *dv, float *delta, const float *go, const float *o,
+                        const float *lse2, const float *q, const float *k, const float *v, int64_t BH, int64_t T,
+                        int64_t D, float scale, bool causal);
 
 /* ---- optimizer: every parameter in one launch ---- */
 #define TCU_CHUNK 8192 /* elements per block of the multi-tensor kernels */

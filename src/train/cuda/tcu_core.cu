@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "train/cuda/tcu_common.cuh"
 
 static tcu_state g_state;
@@ -101,6 +103,32 @@ extern "C" tl_status tcu_memory(size_t *free_bytes, size_t *total_bytes) {
 
 extern "C" tl_status tcu_check(const char *what) { return tcu_err(cudaGetLastError(), what); }
 
+extern "C" tl_status tcu_profile(bool on) {
+    tcu_state *s = tcu_get();
+    if (!s) return tl_err(TL_ERR_BACKEND, "train cuda: no CUDA device");
+    if (on == (s->prof != NULL)) return TL_OK;
+    if (!on) {
+        cudaStreamSynchronize(s->stream);
+        tlc_prof_free(s->prof);
+        s->prof = NULL;
+        return TL_OK;
+    }
+    tl_status st = tlc_prof_init(&s->prof);
+    /* the first interval starts here */
+    if (!st) tlc_prof_mark(s->prof, s->stream, "(start)", -1);
+    return st;
+}
+
+extern "C" tl_status tcu_profile_report(char *buf, size_t n) {
+    tcu_state *s = tcu_get();
+    if (!s) return tl_err(TL_ERR_BACKEND, "train cuda: no CUDA device");
+    if (!s->prof) return tl_err(TL_ERR_INVALID, "train cuda: profile report without tt_device_profile on");
+    tl_status st = tlc_prof_collect(s->prof);
+    if (!st) tlc_prof_report(s->prof, buf, n);
+    tlc_prof_reset(s->prof);
+    return st;
+}
+
 struct sh4 {
     int64_t sh[4], sd[4], ss[4];
 };
@@ -124,11 +152,80 @@ __global__ void k_copy4(TD *d, const TS *s, sh4 g, int64_t n) {
     }
 }
 
+/* Both sides contiguous in the last dimension (the head permutes and the
+ * q/k/v split): a warp per row of sh[3] elements, so the index arithmetic
+ * is per row, not per element. */
+template <typename TD, typename TS, bool ADD>
+__global__ void k_copy4_rows(TD *d, const TS *s, sh4 g, int64_t rows) {
+    const int lane = threadIdx.x & 31;
+    const int64_t w0 = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5, nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t r = w0; r < rows; r += nw) {
+        const int64_t i2 = r % g.sh[2], q = r / g.sh[2], i1 = q % g.sh[1], i0 = q / g.sh[1];
+        TD *dr = d + i0 * g.sd[0] + i1 * g.sd[1] + i2 * g.sd[2];
+        const TS *sr = s + i0 * g.ss[0] + i1 * g.ss[1] + i2 * g.ss[2];
+        for (int64_t i = lane; i < g.sh[3]; i += 32) {
+            if (ADD) dr[i] = conv<TD, TS>(sr[i]) + dr[i];
+            else dr[i] = conv<TD, TS>(sr[i]);
+        }
+    }
+}
+
+/* both sides one contiguous run of n elements */
+template <typename TD, typename TS, bool ADD>
+__global__ void k_copy_flat(TD *d, const TS *s, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        if (ADD) d[i] = conv<TD, TS>(s[i]) + d[i];
+        else d[i] = conv<TD, TS>(s[i]);
+    }
+}
+
+/* the strides of a row-major [sh] tensor */
+static bool copy4_dense(const int64_t st[4], const int64_t sh[4]) {
+    int64_t e = 1;
+    for (int i = 3; i >= 0; i--) {
+        if (sh[i] != 1 && st[i] != e) return false;
+        e *= sh[i];
+    }
+    return true;
+}
+
+/* f32 to f32, both 16-byte aligned: float4 at a time, then the tail */
+template <bool ADD> __global__ void k_copy_flat4(float *d, const float *s, int64_t n) {
+    const int64_t n4 = n / 4, st = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += st) {
+        float4 v = ((const float4 *)s)[i];
+        if (ADD) {
+            const float4 o = ((const float4 *)d)[i];
+            v.x += o.x, v.y += o.y, v.z += o.z, v.w += o.w;
+        }
+        ((float4 *)d)[i] = v;
+    }
+    for (int64_t i = 4 * n4 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += st)
+        d[i] = ADD ? s[i] + d[i] : s[i];
+}
+
+template <typename TD, typename TS, bool ADD>
+static void launch_copy4_as(tcu_state *s, TD *d, const TS *sr, const sh4 &g, int64_t n) {
+    const bool al = !(((uintptr_t)d | (uintptr_t)sr) & 15);
+    if (copy4_dense(g.sd, g.sh) && copy4_dense(g.ss, g.sh)) {
+        if constexpr (std::is_same<TD, float>::value && std::is_same<TS, float>::value)
+            if (al) {
+                k_copy_flat4<ADD><<<tcu_blocks(n / 4 + 1, 256), 256, 0, s->stream>>>(d, sr, n);
+                return;
+            }
+        k_copy_flat<TD, TS, ADD><<<tcu_blocks(n, 256), 256, 0, s->stream>>>(d, sr, n);
+    } else if (g.sd[3] == 1 && g.ss[3] == 1 && g.sh[3] >= 16) {
+        const int64_t rows = n / g.sh[3];
+        k_copy4_rows<TD, TS, ADD><<<tcu_blocks(rows, 8), 256, 0, s->stream>>>(d, sr, g, rows);
+    } else {
+        k_copy4<TD, TS, ADD><<<tcu_blocks(n, 256), 256, 0, s->stream>>>(d, sr, g, n);
+    }
+}
+
 template <typename TD, typename TS>
 static tl_status launch_copy4(tcu_state *s, void *d, const void *sr, const sh4 &g, int64_t n, bool add) {
-    unsigned b = tcu_blocks(n, 256);
-    if (add) k_copy4<TD, TS, true><<<b, 256, 0, s->stream>>>((TD *)d, (const TS *)sr, g, n);
-    else k_copy4<TD, TS, false><<<b, 256, 0, s->stream>>>((TD *)d, (const TS *)sr, g, n);
+    if (add) launch_copy4_as<TD, TS, true>(s, (TD *)d, (const TS *)sr, g, n);
+    else launch_copy4_as<TD, TS, false>(s, (TD *)d, (const TS *)sr, g, n);
     return tcu_check("copy4");
 }
 

@@ -112,58 +112,137 @@ static mm_args mm0(int mode) {
     return a;
 }
 
+/* An output width N that is not a multiple of 8 (an odd vocabulary:
+ * GPT-2's 50257) is padded to P = tcu_pad_ld(N) for the matmuls: W and the
+ * bias get P - N zero rows, the product and g rows of P values (g's padding
+ * zeroed), and the results' first N rows or columns are copied out.
+ * cuBLASLt's kernels for an odd dimension or leading dimension run at a
+ * fraction of the aligned ones' rate. */
+static int64_t tcu_pad_ld(int64_t N) { return N % 8 ? (N + 63) / 64 * 64 : N; }
+
+extern "C" size_t tcu_linear_pad_bytes(int64_t M, int64_t N, int64_t K) {
+    const int64_t P = tcu_pad_ld(N);
+    if (P == N) return 0;
+    /* forward: product, W, bias; backward: g, its bf16 copy, W, the W gradient */
+    return ((size_t)M * (size_t)P * 6 + (size_t)P * (size_t)K * 8 + (size_t)P * 4) + 1024;
+}
+
+/* rows of n floats, ld_s apart, into rows ld_d apart */
+static tl_status copy_rows(tcu_state *s, float *d, int64_t ld_d, const float *src, int64_t ld_s, int64_t n, int64_t rows) {
+    return tcu_err(cudaMemcpy2DAsync(d, (size_t)ld_d * 4, src, (size_t)ld_s * 4, (size_t)n * 4, (size_t)rows,
+                                     cudaMemcpyDeviceToDevice, s->stream),
+                   "row copy");
+}
+
+/* a scratch array of n floats (64-float aligned steps) */
+static float *take(void **scratch, int64_t n) {
+    float *p = (float *)*scratch;
+    *scratch = p + (n + 63) / 64 * 64;
+    return p;
+}
+
+/* W [N, K] f32 as the matmul's operand with P rows (rows past N zero): f32
+ * or bf16 by mode */
+static const void *w_padded(tcu_state *s, void **scratch, const float *w, int64_t N, int64_t P, int64_t K, bool bf16) {
+    if (bf16) {
+        __nv_bfloat16 *d = (__nv_bfloat16 *)*scratch;
+        as_bf16(s, scratch, w, N * K);
+        cudaMemsetAsync(d + N * K, 0, (size_t)(P - N) * (size_t)K * 2, s->stream);
+        *scratch = d + ((P * K + 63) / 64) * 64;
+        return d;
+    }
+    float *d = take(scratch, P * K);
+    cudaMemcpyAsync(d, w, (size_t)N * (size_t)K * 4, cudaMemcpyDeviceToDevice, s->stream);
+    cudaMemsetAsync(d + N * K, 0, (size_t)(P - N) * (size_t)K * 4, s->stream);
+    return d;
+}
+
 extern "C" tl_status tcu_linear_fwd(float *y, const float *x, const float *w, const float *bias, int64_t M, int64_t N,
                                     int64_t K, int mode, void *scratch) {
-    TCU_STATE(s);
+    TCU_STATE_D(s, N);
     mm_args a = mm0(mode);
+    const int64_t P = tcu_pad_ld(N);
     const void *xa = x, *wa = w;
-    if (a.bf16) {
-        xa = as_bf16(s, &scratch, x, M * K);
+    const float *ba = bias;
+    float *yp = y;
+    if (P != N) {
+        yp = take(&scratch, M * P);
+        wa = w_padded(s, &scratch, w, N, P, K, a.bf16);
+        if (bias) {
+            float *bp = take(&scratch, P);
+            cudaMemcpyAsync(bp, bias, (size_t)N * 4, cudaMemcpyDeviceToDevice, s->stream);
+            cudaMemsetAsync(bp + N, 0, (size_t)(P - N) * 4, s->stream);
+            ba = bp;
+        }
+    } else if (a.bf16) {
         wa = as_bf16(s, &scratch, w, N * K);
     }
-    /* y^T [N, M] = w [N, K] . x^T */
+    if (a.bf16) xa = as_bf16(s, &scratch, x, M * K);
+    /* y^T [P, M] = w [P, K] . x^T */
     a.ta = true;
-    a.m = N, a.n = M, a.k = K;
+    a.m = P, a.n = M, a.k = K;
     a.A = wa, a.lda = K;
     a.B = xa, a.ldb = K;
-    a.C = y, a.ldc = N;
-    a.bias = bias;
-    return lt_mm(s, a);
+    a.C = yp, a.ldc = P;
+    a.bias = ba;
+    tl_status st = lt_mm(s, a);
+    if (!st && yp != y) st = copy_rows(s, y, N, yp, P, N, M);
+    return st;
 }
 
 extern "C" tl_status tcu_sum_rows_into(float *gb, const float *g, int64_t R, int64_t Rb, int64_t N, float *scratch);
 
-extern "C" tl_status tcu_linear_bwd(float *gx, bool gx_add, float *gw, float *gb, const float *g, const float *x,
+extern "C" tl_status tcu_linear_bwd(float *gx, bool gx_add, float *gw, bool gw_add, float *gb, const float *g, const float *x,
                                     const float *w, int64_t M, int64_t N, int64_t K, int mode, void *scratch) {
-    TCU_STATE(s);
+    TCU_STATE_D(s, N);
     tl_status st = TL_OK;
     mm_args a = mm0(mode);
+    const int64_t P = tcu_pad_ld(N);
     const void *ga = g, *xa = x, *wa = w;
-    float *colsum_scratch = (float *)scratch;
-    if (a.bf16) {
-        ga = as_bf16(s, &scratch, g, M * N);
-        if (gw) xa = as_bf16(s, &scratch, x, M * K);
-        if (gx) wa = as_bf16(s, &scratch, w, N * K);
-        colsum_scratch = (float *)scratch;
+    float *gwp = gw;
+    if (P != N) {
+        float *gp = take(&scratch, M * P);
+        if ((st = copy_rows(s, gp, P, g, N, N, M))) return st;
+        if ((st = tcu_err(cudaMemset2DAsync(gp + N, (size_t)P * 4, 0, (size_t)(P - N) * 4, (size_t)M, s->stream),
+                          "pad zero")))
+            return st;
+        ga = gp;
+        if (gx) wa = w_padded(s, &scratch, w, N, P, K, a.bf16);
+        if (gw) gwp = take(&scratch, P * K);
+    } else if (a.bf16 && gx) {
+        wa = as_bf16(s, &scratch, w, N * K);
     }
+    if (a.bf16) {
+        ga = as_bf16(s, &scratch, (const float *)ga, M * P);
+        if (gw) xa = as_bf16(s, &scratch, x, M * K);
+    }
+    float *colsum_scratch = (float *)scratch;
     if (gx) { /* gx^T [K, M] = w^T . g^T */
         mm_args b = a;
-        b.m = K, b.n = M, b.k = N;
+        b.m = K, b.n = M, b.k = P;
         b.A = wa, b.lda = K;
-        b.B = ga, b.ldb = N;
+        b.B = ga, b.ldb = P;
         b.C = gx, b.ldc = K;
         b.beta = gx_add ? 1.f : 0.f;
         if ((st = lt_mm(s, b)) != TL_OK) return st;
     }
-    if (gw) { /* gw^T [K, N] += x^T . g */
+    if (gw) { /* gw^T [K, P] (=|+=) x^T . g; padded: into scratch, then its first N rows */
         mm_args b = a;
         b.tb = true;
-        b.m = K, b.n = N, b.k = M;
+        b.m = K, b.n = P, b.k = M;
         b.A = xa, b.lda = K;
-        b.B = ga, b.ldb = N;
-        b.C = gw, b.ldc = K;
-        b.beta = 1.f;
+        b.B = ga, b.ldb = P;
+        b.C = gwp, b.ldc = K;
+        b.beta = gw_add && gwp == gw ? 1.f : 0.f;
         if ((st = lt_mm(s, b)) != TL_OK) return st;
+        if (gwp != gw) {
+            const int64_t sh[4] = {1, 1, 1, N * K}, st1[4] = {0, 0, 0, 1};
+            st = gw_add ? tcu_copy4(gw, TCU_F32, st1, gwp, TCU_F32, st1, sh, true)
+                        : tcu_err(cudaMemcpyAsync(gw, gwp, (size_t)N * (size_t)K * 4, cudaMemcpyDeviceToDevice,
+                                                  s->stream),
+                                  "gradient copy");
+            if (st) return st;
+        }
     }
     if (gb) st = tcu_sum_rows_into(gb, g, M, 1, N, colsum_scratch);
     return st;

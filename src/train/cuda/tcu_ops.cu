@@ -156,8 +156,8 @@ extern "C" tl_status tcu_layernorm_fwd(float *y, float *mean, float *rstd, const
     return tcu_check("layernorm fwd");
 }
 
-#define LN_BLOCKS 256
-#define LN_WARPS 4
+#define LN_BLOCKS TCU_LN_BLOCKS
+#define LN_WARPS 8
 /* dx per row; each block's rows [a, b) add their g*xhat and g into the
  * block's partials, a warp's own slice of shared memory first, then summed
  * over the warps in order into part [2, LN_BLOCKS, C]. */
@@ -228,30 +228,56 @@ extern "C" tl_status tcu_layernorm_bwd(float *gx, bool gx_add, float *gw, float 
 
 /* ---- GELU (tanh approximation) ---- */
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-__global__ void k_gelu_fwd(float *y, const float *x, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = x[i];
-        y[i] = 0.5f * v * (1.f + tanhf(GELU_K * (v + 0.044715f * v * v * v)));
-    }
+/* tanh(u) = 1 - 2 / (e^2u + 1) with the fast exponential: within ~1e-7 of
+ * tanhf absolutely (and saturating to +-1 where e^2u overflows or vanishes),
+ * where tanhf's accurate path made these passes compute-bound */
+__device__ __forceinline__ float gelu_tanh_of(float v) {
+    return 1.f - 2.f / (__expf(2.f * GELU_K * (v + 0.044715f * v * v * v)) + 1.f);
 }
-__global__ void k_gelu_bwd(float *gx, bool add, const float *g, const float *x, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = x[i];
-        float t = tanhf(GELU_K * (v + 0.044715f * v * v * v));
-        float d = 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * GELU_K * (1.f + 3.f * 0.044715f * v * v);
-        float r = g[i] * d;
+__device__ __forceinline__ float gelu_f(float v) { return 0.5f * v * (1.f + gelu_tanh_of(v)); }
+__device__ __forceinline__ float gelu_d(float v) {
+    const float t = gelu_tanh_of(v);
+    return 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * GELU_K * (1.f + 3.f * 0.044715f * v * v);
+}
+
+/* n4 float4s, then the tail (n4 = 0 when a pointer is not 16-byte aligned) */
+__global__ void k_gelu_fwd(float *y, const float *x, int64_t n, int64_t n4) {
+    const int64_t st = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += st) {
+        const float4 v = ((const float4 *)x)[i];
+        ((float4 *)y)[i] = make_float4(gelu_f(v.x), gelu_f(v.y), gelu_f(v.z), gelu_f(v.w));
+    }
+    for (int64_t i = 4 * n4 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += st) y[i] = gelu_f(x[i]);
+}
+__global__ void k_gelu_bwd(float *gx, bool add, const float *g, const float *x, int64_t n, int64_t n4) {
+    const int64_t st = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += st) {
+        const float4 v = ((const float4 *)x)[i], gv = ((const float4 *)g)[i];
+        float4 r = make_float4(gv.x * gelu_d(v.x), gv.y * gelu_d(v.y), gv.z * gelu_d(v.z), gv.w * gelu_d(v.w));
+        if (add) {
+            const float4 o = ((const float4 *)gx)[i];
+            r.x += o.x, r.y += o.y, r.z += o.z, r.w += o.w;
+        }
+        ((float4 *)gx)[i] = r;
+    }
+    for (int64_t i = 4 * n4 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += st) {
+        const float r = g[i] * gelu_d(x[i]);
         gx[i] = add ? gx[i] + r : r;
     }
 }
 
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 extern "C" tl_status tcu_gelu_tanh_fwd(float *y, const float *x, int64_t n) {
     TCU_STATE(s);
-    if (n) k_gelu_fwd<<<tcu_blocks(n, 256), 256, 0, s->stream>>>(y, x, n);
+    const int64_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
+    if (n) k_gelu_fwd<<<tcu_blocks(n4 ? n4 : n, 256), 256, 0, s->stream>>>(y, x, n, n4);
     return tcu_check("gelu fwd");
 }
 extern "C" tl_status tcu_gelu_tanh_bwd(float *gx, bool gx_add, const float *g, const float *x, int64_t n) {
     TCU_STATE(s);
-    if (n) k_gelu_bwd<<<tcu_blocks(n, 256), 256, 0, s->stream>>>(gx, gx_add, g, x, n);
+    const int64_t n4 = aligned16(gx) && aligned16(g) && aligned16(x) ? n / 4 : 0;
+    if (n) k_gelu_bwd<<<tcu_blocks(n4 ? n4 : n, 256), 256, 0, s->stream>>>(gx, gx_add, g, x, n, n4);
     return tcu_check("gelu bwd");
 }
 
@@ -261,12 +287,19 @@ __global__ void k_xent_fwd(float *lse, float *rowloss, const float *logits, cons
     __shared__ float sh[32];
     int64_t r = blockIdx.x;
     const float *x = logits + r * V;
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, x[j]);
-    m = block_max(m, sh);
-    float s = 0.f;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += expf(x[j] - m);
-    s = block_sum(s, sh);
+    /* one pass: each thread keeps its running max and the sum scaled to it */
+    float mt = -INFINITY, st = 0.f;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+        const float v = x[j];
+        if (v > mt) {
+            st = st * expf(mt - v) + 1.f;
+            mt = v;
+        } else {
+            st += expf(v - mt);
+        }
+    }
+    const float m = block_max(mt, sh);
+    float s = block_sum(mt == -INFINITY ? 0.f : st * expf(mt - m), sh);
     if (threadIdx.x == 0) {
         float l = m + logf(s);
         lse[r] = l;
@@ -292,13 +325,13 @@ extern "C" tl_status tcu_xent_fwd(float *loss, float *lse, float *rowloss, const
 
 __global__ void k_xent_bwd(float *gl, bool add, const float *gloss, const float *logits, const float *lse,
                            const int32_t *tgt, int64_t N, int64_t V, int32_t ignore, float inv) {
-    for (int64_t r = blockIdx.y; r < N; r += gridDim.y) {
+    for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
         int32_t t = tgt[r];
         bool skip = t == ignore || t < 0 || t >= V;
         float scale = skip ? 0.f : gloss[0] * inv, l = lse[r];
         const float *x = logits + r * V;
         float *o = gl + r * V;
-        for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < V; j += (int64_t)gridDim.x * blockDim.x) {
+        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
             float d = (expf(x[j] - l) - (j == t ? 1.f : 0.f)) * scale;
             o[j] = add ? o[j] + d : d;
         }
@@ -309,9 +342,7 @@ extern "C" tl_status tcu_xent_bwd(float *glogits, bool add, const float *gloss, 
                                   const int32_t *tgt, int64_t N, int64_t V, int32_t ignore, int64_t n_valid) {
     TCU_STATE(s);
     if (!N) return TL_OK;
-    int64_t bx = (V + 1023) / 1024;
-    dim3 grid((unsigned)(bx < 64 ? bx : 64), (unsigned)(N < 65535 ? N : 65535));
-    k_xent_bwd<<<grid, 1024, 0, s->stream>>>(glogits, add, gloss, logits, lse, tgt, N, V, ignore,
+    k_xent_bwd<<<(unsigned)(N < 1048576 ? N : 1048576), 1024, 0, s->stream>>>(glogits, add, gloss, logits, lse, tgt, N, V, ignore,
                                               n_valid ? 1.f / (float)n_valid : 0.f);
     return tcu_check("cross_entropy bwd");
 }
