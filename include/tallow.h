@@ -120,7 +120,7 @@ struct tl_cuda_tuning {
     int32_t mv_glu_units;   /* gate/up matvec: the same, 0: 2 [0] */
     int32_t mv_split_max;   /* Wo/down with fewer 32-row groups than SMs: most blocks sharing a group, 1/2/4 [4] */
     int32_t mvm_max_tokens; /* steps of 2..this many tokens run the few-token matvec (each weight unit
-                             * dotted with every token), longer ones the small-batch GEMM, 0..8 [8] */
+                             * dotted with every token), longer ones the small-batch GEMM, 0..4 [4] */
 };
 /* The defaults above. mv_store_units 0 means 2 for quantized weights, 8 for
  * 16-bit float rows of at most 2048 values and 4 for other float rows. */

@@ -126,7 +126,7 @@ bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *o
             *ok = false;
         }
     } else if (!strcmp(a, "--cuda-mvm-max")) {
-        *ok = args_int(argc, argv, i, 0, 8, &args_tune.mvm_max_tokens);
+        *ok = args_int(argc, argv, i, 0, 4, &args_tune.mvm_max_tokens);
         mp->cuda_tuning = &args_tune;
     } else if (!strcmp(a, "--device")) {
         const char *d;

@@ -45,7 +45,7 @@ static void bench_usage(FILE *f) {
             "  --cpu-kernels auto|scalar|avx2|avx512  CPU kernel set (default auto: the best\n"
             "              this CPU runs); the set that ran is printed with the results\n"
             "  --cuda-mvm-max N  steps of 2..N tokens run the few-token matvec, longer ones the\n"
-            "              small-batch GEMM (0..8, default 8)\n"
+            "              small-batch GEMM (0..4, default 4)\n"
             "  --lora FILE[:SCALE]  LoRA adapter (repeatable): all on the plain tests; in batched mode\n"
             "              sequence i uses the (i mod n)-th alone\n"
             "  --profile   batched mode on cuda: time every op (steps run eagerly) and print the\n"

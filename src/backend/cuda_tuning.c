@@ -12,7 +12,7 @@ tl_cuda_tuning tl_cuda_tuning_default(void) {
         .mv_store_units = 0,
         .mv_glu_units = 0,
         .mv_split_max = 4,
-        .mvm_max_tokens = 8,
+        .mvm_max_tokens = 4,
     };
     return t;
 }

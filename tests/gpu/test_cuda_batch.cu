@@ -1,7 +1,7 @@
 /* tests/gpu/test_cuda_batch: the kernels of steps of many sequences
  * (cuda_batch.cu, cuda_mm.cu) against CPU twins in float64, random inputs,
  * outputs poisoned with NaN first:
- *  - few-token matvec (2..8 tokens, every type with a decode matvec, store
+ *  - few-token matvec (2..4 tokens, every type with a decode matvec, store
  *    and accumulate): against the one-token matvec per token and float64;
  *  - small-batch matmul (2..32 tokens, each quantized type, store and
  *    accumulate, row counts that are not a multiple of the 64-row tile,
@@ -12,8 +12,9 @@
  *    shuffled page tables, sliding windows, GQA 1..8, head sizes 16..256):
  *    against softmax(q K^T) V over the same f16 K and V in float64: f32
  *    arithmetic, 1e-4;
- *  - RoPE per token position (NeoX and adjacent pairs, Llama-3 divisors),
- *    the KV store to slots (exact), LayerNorm, GELU, GELU-GLU (1e-5), row
+ *  - RoPE per token position (NeoX and adjacent pairs, Llama-3 divisors,
+ *    positions to 4095: 2e-4, the f32 angle's rounding there), the KV store
+ *    to slots (exact), LayerNorm, GELU, GELU-GLU (1e-5), row
  *    gather (exact) and per-row argmax (ties to the lowest index, NaN never
  *    chosen over a number).
  * Built with TALLOW_CUDA=ON; ctest label gpu. */
@@ -228,7 +229,10 @@ static void test_rows(tlc_ctx *c) {
                     ref[t * ts + h * hd + a] = x0 * cos(ang) - x1 * sin(ang);
                     ref[t * ts + h * hd + b] = x0 * sin(ang) + x1 * cos(ang);
                 }
-        CHECK(rel_err(y.data(), ref.data(), y.size(), NULL) < 1e-5, "rope rows neox %d", neox);
+        /* the angle pos * theta is formed in f32: at position 4095 its rounding alone moves
+         * a rotated value by up to ~2.5e-4 of its size (~5e-5 over the five tokens' rows) */
+        const double e = rel_err(y.data(), ref.data(), y.size(), NULL);
+        CHECK(e < 2e-4, "rope rows neox %d: rel err %.2e", neox, e);
         tlc_dfree(c, dx, x.size() * 4 + 16), tlc_dfree(c, df, fdiv.size() * 4 + 16), tlc_dfree(c, dp, m * 4);
     }
     /* KV store to slots: exact f16 of the values, at [kvh][N][hd] */
@@ -335,8 +339,8 @@ int main(void) {
             for (int mode = 0; mode < 2; mode++) test_mm(c, t, sh[0], sh[1], sh[2], mode);
     const tl_type mvm_types[] = {TL_TYPE_F16, TL_TYPE_BF16, TL_TYPE_F32, TL_TYPE_Q4_0,
                                  TL_TYPE_Q4_1, TL_TYPE_Q8_0, TL_TYPE_Q4_K, TL_TYPE_Q6_K};
-    const int64_t mvm_shapes[][3] = {{256, 100, 2}, {512, 131, 3}, {1024, 64, 4}, {256, 77, 5},
-                                     {4096, 96, 8}, {768, 300, 7}, {14336, 40, 6}, {2048, 1, 2}};
+    const int64_t mvm_shapes[][3] = {{256, 100, 2}, {512, 131, 3}, {1024, 64, 4}, {256, 77, 4},
+                                     {4096, 96, 4}, {768, 300, 3}, {14336, 40, 2}, {2048, 1, 2}};
     for (tl_type t : mvm_types)
         for (auto &sh : mvm_shapes)
             for (int mode = 0; mode < 2; mode++) test_mvm(c, t, sh[0], sh[1], sh[2], mode);

@@ -412,7 +412,7 @@ tl_status tlc_gather_rows(tlc_ctx *c, const float *x, int64_t n, const int32_t *
  * rate. Float weights take xf [m][n_in] f32; quantized ones xq, m q8_1 rows
  * tlc_q8_bytes(n_in) apart (tlc_act_prep). tlc_mvm_ok: the type, shape and m
  * are served; tlc_mvm_use: and m is within the context's mvm_max_tokens. */
-#define TLC_MVM_MAX 8
+#define TLC_MVM_MAX 4
 bool tlc_mvm_ok(const tlc_weight *w, int64_t m);
 bool tlc_mvm_use(const tlc_ctx *c, const tlc_weight *w, int64_t m);
 tl_status tlc_mvm(tlc_ctx *c, const tlc_weight *w, const float *xf, const void *xq, int64_t m, float *y, int64_t ldy,

@@ -1,5 +1,6 @@
-/* backend/cuda/cuda_mvm: matrix times a few vectors (2..TLC_MVM_MAX tokens),
- * for batched decode of a few sequences.
+/* backend/cuda/cuda_mvm: matrix times a few vectors (2..TLC_MVM_MAX = 4
+ * tokens), for batched decode of a few sequences (from 5 tokens the
+ * small-batch mma kernel is faster: docs/PERFORMANCE.md).
  *
  * Design: the decode matvec's layout (cuda_mv.cuh): a warp owns R rows and
  * its lanes walk them in 16-byte units of the repacked layout with a stride
@@ -8,8 +9,8 @@
  * the next is used, so each weight byte is read once per step as in batch-1
  * decode. The R rows share each activation load: per unit a lane reads m
  * activation chunks (q8_1 for quantized weights, f32 for float ones) from
- * L1 for R weight units, which keeps L1 traffic under its bandwidth at 8
- * tokens (R = 4 there). Weights are loaded before griddepcontrol.wait,
+ * L1 for R weight units, which keeps L1 traffic under its bandwidth (R = 4
+ * at 3 and 4 tokens). Weights are loaded before griddepcontrol.wait,
  * activations after it (cuda_common.cuh).
  * Calls: CUDA. */
 #include "backend/cuda/cuda_mv.cuh"
@@ -88,8 +89,7 @@ template <int T>
 static cudaError_t mvm_launch(tlc_ctx *c, const tlc_weight *w, const float *xf, const int8_t *xq, int m, float *y,
                               int64_t ldy, int mode) {
     if (m <= 2) return mvm_go<T, 2, 2, 4>(c, w, xf, xq, m, y, ldy, mode);
-    if (m <= 4) return mvm_go<T, 4, 2, 4>(c, w, xf, xq, m, y, ldy, mode);
-    return mvm_go<T, 8, 4, 2>(c, w, xf, xq, m, y, ldy, mode);
+    return mvm_go<T, 4, 4, 2>(c, w, xf, xq, m, y, ldy, mode);
 }
 
 bool tlc_mvm_ok(const tlc_weight *w, int64_t m) {
