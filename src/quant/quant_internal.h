@@ -136,6 +136,22 @@ static inline void quant_k4_unpack(const uint8_t *s12, uint64_t *sc, uint64_t *m
     *m = (uint64_t)(u[1] & lo6) | (uint64_t)(((u[2] >> 4) & lo4) | ((u[1] >> 6) & lo2) << 4) << 32;
 }
 
+/* The 16 signed 6-bit scales of a Q3_K super-block (stored biased by 32:
+ * low nibble of byte j % 8, the high one for j >= 8; top 2 bits at bit
+ * 2 (j / 4) of byte 8 + j % 4) as int8 in sc[j], for the SIMD kernels. */
+static inline void quant_q3_k_scales16(const uint8_t *s12, int8_t *sc) {
+    uint32_t u[3], w[4];
+    memcpy(u, s12, 12);
+    const uint32_t lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+    w[0] = (u[0] & lo4) | (u[2] & lo2) << 4;
+    w[1] = (u[1] & lo4) | ((u[2] >> 2) & lo2) << 4;
+    w[2] = ((u[0] >> 4) & lo4) | ((u[2] >> 4) & lo2) << 4;
+    w[3] = ((u[1] >> 4) & lo4) | ((u[2] >> 6) & lo2) << 4;
+    uint8_t b[16];
+    memcpy(b, w, 16);
+    for (int j = 0; j < 16; j++) sc[j] = (int8_t)(b[j] - 32);
+}
+
 /* E8M0 exponent to 2^(e-127) / 2 as float (the halving pairs with the
  * doubled MXFP4 values); exact for every e. */
 float quant_e8m0_half(uint8_t e);
@@ -228,6 +244,9 @@ QUANT_DECL_VD(quant_dot_iq4_nl_q8_0_avx512);
 QUANT_DECL_VD(quant_dot_q4_k_q8_k_avx512);
 QUANT_DECL_VD(quant_dot_q5_k_q8_k_avx512);
 QUANT_DECL_VD(quant_dot_q6_k_q8_k_avx512);
+QUANT_DECL_VD(quant_dot_q2_k_q8_k_avx512);
+QUANT_DECL_VD(quant_dot_q3_k_q8_k_avx512);
+QUANT_DECL_VD(quant_dot_iq4_xs_q8_k_avx512);
 /* also needs tl_cpu_has_avx512_bf16() */
 QUANT_DECL_VD(quant_dot_bf16_bf16_avx512);
 
