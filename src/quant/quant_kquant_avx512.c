@@ -11,6 +11,7 @@
  * the float summation order differs from the scalar reference. Only called
  * when tl_cpu_use_avx512(). Calls: nothing outside quant. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "quant/quant_internal.h"
 
@@ -186,9 +187,7 @@ void quant_dot_q3_k_q8_k_avx512(int64_t n, float *s, const void *vx, const void 
     const __m512i m2 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(4), gidx = k23_group_idx();
     __m256 accf = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int8_t sc8[16];
-        quant_q3_k_scales16(x[i].scales, sc8);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc8));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(quant_q3_k_scales16(x[i].scales));
         const __m256i offs = _mm256_madd_epi16(sc16, ld256(y[i].bsums));
         const __m512i sc = _mm512_castsi256_si512(sc16);
         const __m512i qs = _mm512_loadu_si512((const void *)x[i].qs);
@@ -216,6 +215,18 @@ void quant_dot_q3_k_q8_k_avx512(int64_t n, float *s, const void *vx, const void 
  * values' magnitudes and the activations with the values' signs (exact
  * while |a| <= 127), lanes 0..7 summing sub-block 2p and 8..15 sub-block
  * 2p + 1, which vpmulld scales by their 6-bit scales */
+/* the 8 six-bit scales minus 32 as int16 lanes (scale j: nibble j % 2 of
+ * scales_l[j / 2], bits 2j, 2j + 1 of scales_h) */
+static inline __m128i iq4_xs_scales(const blk_iq4_xs *b) {
+    uint32_t l;
+    memcpy(&l, b->scales_l, 4);
+    const __m128i lo = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128((int)(l & 0x0f0f0f0fu)),
+                                                           _mm_cvtsi32_si128((int)((l >> 4) & 0x0f0f0f0fu))));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16((short)b->scales_h), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+                                     _mm_set1_epi16(3));
+    return _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+}
+
 void quant_dot_iq4_xs_q8_k_avx512(int64_t n, float *s, const void *vx, const void *vy) {
     const blk_iq4_xs *x = vx;
     const blk_q8_k *y = vy;
@@ -224,7 +235,7 @@ void quant_dot_iq4_xs_q8_k_avx512(int64_t n, float *s, const void *vx, const voi
     const __m512i sidx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512 accf = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const __m512i sc = _mm512_cvtepi8_epi32(quant_iq4_xs_scales8(&x[i]));
+        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi16_epi32(iq4_xs_scales(&x[i])));
         __m512i acc = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {

@@ -142,7 +142,7 @@ static inline __m256i p_block(tl_type t, const uint8_t *row, int64_t i, float *d
         const blk_q3_k *b = (const blk_q3_k *)row + i / 8;
         const int j = (int)(i % 8);
         int8_t sc[16];
-        quant_q3_k_scales16(b->scales, sc);
+        _mm_storeu_si128((__m128i *)sc, quant_q3_k_scales16(b->scales));
         const float dd = _cvtsh_ss(b->d);
         *d = dd * (float)sc[2 * j];
         *m = dd * (float)sc[2 * j + 1];
