@@ -221,14 +221,19 @@ static inline __attribute__((always_inline)) void panel_tokens(int nt, int64_t n
     __m512 f[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t i = 0; i < nb; i++) {
         const __m512i *pq = (const __m512i *)(panel + (size_t)i * 8 * GEMM_PANEL * 4);
+        /* every loop below unrolled, so that w and f stay in registers
+         * (at -O2 GCC keeps them as stack arrays otherwise) */
         __m512i w[8];
+#pragma GCC unroll 8
         for (int g = 0; g < 8; g++) w[g] = _mm512_load_si512(pq + g);
         const __m512 dw = _mm512_loadu_ps(pd + i * GEMM_PANEL);
         const size_t off = p_yoff(mode, i, yb, yo);
+#pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
             const uint8_t *q = y + (size_t)t * ys + off;
             /* a0: elements 0..15, a1: 16..31 */
             __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
             for (int g = 0; g < 4; g++) {
                 a0 = _mm512_dpbusd_epi32(a0, w[g], bcast4(q + 4 * g));
                 a1 = _mm512_dpbusd_epi32(a1, w[g + 4], bcast4(q + 4 * g + 16));
@@ -266,6 +271,7 @@ static inline __attribute__((always_inline)) void panel_tokens(int nt, int64_t n
         }
     }
     const __mmask16 keep = (__mmask16)((1u << nrows) - 1);
+#pragma GCC unroll 4
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(out + t * ldo, keep, f[t]);
 }
 
