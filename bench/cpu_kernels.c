@@ -47,7 +47,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const tl_type ts[] = {TL_TYPE_Q4_0, TL_TYPE_Q4_1, TL_TYPE_Q5_0, TL_TYPE_Q5_1, TL_TYPE_Q8_0, TL_TYPE_IQ4_NL,
-                          TL_TYPE_Q4_K, TL_TYPE_Q6_K, TL_TYPE_F16, TL_TYPE_BF16};
+                          TL_TYPE_Q2_K, TL_TYPE_Q3_K, TL_TYPE_Q4_K, TL_TYPE_Q5_K, TL_TYPE_Q6_K, TL_TYPE_IQ4_XS,
+                          TL_TYPE_F16, TL_TYPE_BF16};
     char name[256];
     cpu_name(name, sizeof name);
     printf("%s; kernel sets up to %s; one thread; m=%lld tokens, k=%lld, n=%lld; process CPU time, best of 9\n", name,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/gemm.h"
 #include "base/cpu.h"
 #include "base/fp16.h"
 #include "ops/ops.h"
@@ -236,6 +237,11 @@ static void test_level(tl_threadpool *tp) {
                              TL_TYPE_Q4_1, TL_TYPE_Q5_0, TL_TYPE_Q5_1, TL_TYPE_IQ4_NL, TL_TYPE_MXFP4,
                              TL_TYPE_Q2_K, TL_TYPE_Q3_K, TL_TYPE_Q4_K, TL_TYPE_Q5_K,   TL_TYPE_Q6_K,
                              TL_TYPE_IQ4_XS};
+    /* which prefill path the quantized types take at this level */
+    printf("%s: prefill (m >= 12) through the VNNI weight panel:", tl_cpu_level_name(tl_cpu_level()));
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        if (gemm_panel_ok(types[t])) printf(" %s", tl_type_name(types[t]));
+    printf("\n");
     for (int nt = 1; nt <= 3; nt++) {
         tl_threadpool *tpn;
         CHECK(tl_threadpool_init(nt, &tpn) == TL_OK, "threadpool %d", nt);

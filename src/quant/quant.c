@@ -66,6 +66,9 @@ static const quant_kernels ref_tab[TL_TYPE_COUNT] = {
     ENTRY(Q4_K, Q8_K, quant_q4_k_to_float, quant_q4_k_from_float, quant_dot_q4_k_q8_k_avx512),\
     ENTRY(Q5_K, Q8_K, quant_q5_k_to_float, quant_q5_k_from_float, quant_dot_q5_k_q8_k_avx512),\
     ENTRY(Q6_K, Q8_K, quant_q6_k_to_float, quant_q6_k_from_float, quant_dot_q6_k_q8_k_avx512),\
+    ENTRY(Q2_K, Q8_K, quant_q2_k_to_float, quant_q2_k_from_float, quant_dot_q2_k_q8_k_avx512),\
+    ENTRY(Q3_K, Q8_K, quant_q3_k_to_float, quant_q3_k_from_float, quant_dot_q3_k_q8_k_avx512),\
+    ENTRY(IQ4_XS, Q8_K, quant_iq4_xs_to_float, quant_iq4_xs_from_float, quant_dot_iq4_xs_q8_k_avx512),\
     ENTRY(Q4_0, Q8_0, quant_q4_0_to_float, quant_q4_0_from_float, quant_dot_q4_0_q8_0_avx512),\
     ENTRY(Q4_1, Q8_1, quant_q4_1_to_float, quant_q4_1_from_float, quant_dot_q4_1_q8_1_avx512),\
     ENTRY(Q8_0, Q8_0, quant_q8_0_to_float, quant_q8_0_from_float_avx2, quant_dot_q8_0_q8_0_avx512)

@@ -228,6 +228,9 @@ QUANT_DECL_VD(quant_dot_iq4_nl_q8_0_avx512);
 QUANT_DECL_VD(quant_dot_q4_k_q8_k_avx512);
 QUANT_DECL_VD(quant_dot_q5_k_q8_k_avx512);
 QUANT_DECL_VD(quant_dot_q6_k_q8_k_avx512);
+QUANT_DECL_VD(quant_dot_q2_k_q8_k_avx512);
+QUANT_DECL_VD(quant_dot_q3_k_q8_k_avx512);
+QUANT_DECL_VD(quant_dot_iq4_xs_q8_k_avx512);
 /* also needs tl_cpu_has_avx512_bf16() */
 QUANT_DECL_VD(quant_dot_bf16_bf16_avx512);
 
@@ -247,6 +250,21 @@ static inline __m128i quant_iq4_xs_scales8(const blk_iq4_xs *b) {
     for (int j = 0; j < 8; j++) hi |= (uint64_t)((h >> (2 * j)) & 3) << (8 * j + 4);
     return _mm_sub_epi8(_mm_or_si128(_mm_unpacklo_epi8(even, odd), _mm_cvtsi64_si128((long long)hi)),
                         _mm_set1_epi8(32));
+}
+
+/* The 16 signed 6-bit scales of a Q3_K super-block as int8 lanes (stored
+ * biased by 32: low nibble of byte j % 8, the high one for j >= 8; top 2
+ * bits at bit 2 (j / 4) of byte 8 + j % 4), for the SIMD kernels. */
+static inline __m128i quant_q3_k_scales16(const uint8_t *s12) {
+    uint32_t top;
+    memcpy(&top, s12 + 8, 4);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo8 = _mm_loadl_epi64((const __m128i *)s12);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
+    /* scales 4k..4k+3 take bits 2k, 2k+1 of bytes 8..11 */
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)top), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(0x03));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
 }
 #endif
 

@@ -1,5 +1,5 @@
-/* quant/quant_kquant_avx512: AVX-512 BW/VNNI dots (decode) of Q4_K, Q5_K
- * and Q6_K weights with Q8_K activations.
+/* quant/quant_kquant_avx512: AVX-512 BW/VNNI dots (decode) of Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K and IQ4_XS weights with Q8_K activations.
  *
  * The integers are the AVX2 kernels' (maddubs of unsigned weight bytes by
  * signed activation bytes into int16 pairs, which never saturate for these
@@ -11,6 +11,7 @@
  * the float summation order differs from the scalar reference. Only called
  * when tl_cpu_use_avx512(). Calls: nothing outside quant. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "quant/quant_internal.h"
 
@@ -131,4 +132,123 @@ void quant_dot_q6_k_q8_k_avx512(int64_t n, float *s, const void *vx, const void 
     }
     __m128 r = _mm_add_ps(_mm256_castps256_ps128(accf), _mm256_extractf128_ps(accf, 1));
     *s = hsum4f(r);
+}
+
+/* int16 lane w of a Q2_K / Q3_K chunk's maddubs products covers elements
+ * 2w, 2w+1 of its two 32-element pieces (128 apart): 16-element group
+ * 8 (w / 16) + 2c + (w % 16) / 8 for chunk c; this is the index of group
+ * c = 0, the others add 2c */
+static inline __m512i k23_group_idx(void) {
+    return _mm512_set_epi64(0x0009000900090009, 0x0009000900090009, 0x0008000800080008, 0x0008000800080008,
+                            0x0001000100010001, 0x0001000100010001, 0, 0);
+}
+
+static inline float hsum8f(__m256 v) {
+    return hsum4f(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+}
+
+/* Q2_K: qs[0..64) as one zmm, chunk c (elements 32c + k and 128 + 32c + k)
+ * its bit pair c; weights 0..3 enter maddubs unsigned, the 16 scales
+ * (low nibbles) multiply in by vpdpwssd, the mins (high nibbles) come from
+ * Q8_K's per-16 sums */
+void quant_dot_q2_k_q8_k_avx512(int64_t n, float *s, const void *vx, const void *vy) {
+    const blk_q2_k *x = vx;
+    const blk_q8_k *y = vy;
+    const __m512i m2 = _mm512_set1_epi8(0x03), gidx = k23_group_idx();
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m256 accf = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc8, m4)));
+        const __m256i mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m4)),
+                                               ld256(y[i].bsums));
+        const __m512i qs = _mm512_loadu_si512((const void *)x[i].qs);
+        __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i q = _mm512_and_si512(_mm512_srli_epi16(qs, 2 * c), m2);
+            const int8_t *a = y[i].qs + 32 * c;
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q, ld2x256(a, a + 128)),
+                                      _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((short)(2 * c))), sc));
+        }
+        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+        accf = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(h2f(x[i].d) * y[i].d), accf);
+        accf = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(h2f(x[i].dmin) * y[i].d), accf);
+    }
+    *s = hsum8f(accf);
+}
+
+/* Q3_K: as Q2_K, with the third bit of chunk c from hmask bit c (low
+ * piece) or c + 4 (high piece); u = low2 | hbit << 2 is the value + 4, so
+ * 4 * sum_g scale_g * bsum_g is taken off in int32 */
+void quant_dot_q3_k_q8_k_avx512(int64_t n, float *s, const void *vx, const void *vy) {
+    const blk_q3_k *x = vx;
+    const blk_q8_k *y = vy;
+    const __m512i m2 = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(4), gidx = k23_group_idx();
+    __m256 accf = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(quant_q3_k_scales16(x[i].scales));
+        const __m256i offs = _mm256_madd_epi16(sc16, ld256(y[i].bsums));
+        const __m512i sc = _mm512_castsi256_si512(sc16);
+        const __m512i qs = _mm512_loadu_si512((const void *)x[i].qs);
+        const __m512i hm = _mm512_broadcast_i64x4(ld256(x[i].hmask));
+        __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << c)), _mm256_set1_epi8((char)(16 << c)), 1);
+            const __m512i u = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qs, 2 * c), m2),
+                                              _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(hm, bit), four));
+            const int8_t *a = y[i].qs + 32 * c;
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, ld2x256(a, a + 128)),
+                                      _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((short)(2 * c))), sc));
+        }
+        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+        const __m256i sumi = _mm256_sub_epi32(s8, _mm256_slli_epi32(offs, 2));
+        accf = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(h2f(x[i].d) * y[i].d), accf);
+    }
+    *s = hsum8f(accf);
+}
+
+/* IQ4_XS: a zmm holds sub-blocks 2p and 2p + 1 (their 32 bytes of
+ * nibbles: 128-bit lanes low, high nibbles of the first 16 bytes, then of
+ * the next 16), looked up in the codebook by vpshufb; vpdpbusd takes the
+ * values' magnitudes and the activations with the values' signs (exact
+ * while |a| <= 127), lanes 0..7 summing sub-block 2p and 8..15 sub-block
+ * 2p + 1, which vpmulld scales by their 6-bit scales */
+/* the 8 six-bit scales minus 32 as int16 lanes (scale j: nibble j % 2 of
+ * scales_l[j / 2], bits 2j, 2j + 1 of scales_h) */
+static inline __m128i iq4_xs_scales(const blk_iq4_xs *b) {
+    uint32_t l;
+    memcpy(&l, b->scales_l, 4);
+    const __m128i lo = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128((int)(l & 0x0f0f0f0fu)),
+                                                           _mm_cvtsi32_si128((int)((l >> 4) & 0x0f0f0f0fu))));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16((short)b->scales_h), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+                                     _mm_set1_epi16(3));
+    return _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+}
+
+void quant_dot_iq4_xs_q8_k_avx512(int64_t n, float *s, const void *vx, const void *vy) {
+    const blk_iq4_xs *x = vx;
+    const blk_q8_k *y = vy;
+    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i sidx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 accf = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi16_epi32(iq4_xs_scales(&x[i])));
+        __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            const __m512i b = _mm512_shuffle_i64x2(_mm512_castsi256_si512(ld256(x[i].qs + 32 * p)),
+                                                   _mm512_castsi256_si512(ld256(x[i].qs + 32 * p)), 0x50);
+            const __m512i idx = _mm512_and_si512(_mm512_mask_srli_epi16(b, 0xFF00FF00u, b, 4), m4);
+            const __m512i q = _mm512_shuffle_epi8(table, idx);
+            const __m512i a = _mm512_loadu_si512((const void *)(y[i].qs + 64 * p));
+            const __m512i as = _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(q), _mm512_setzero_si512(), a);
+            const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(q), as);
+            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(d, _mm512_permutexvar_epi32(_mm512_add_epi32(sidx, _mm512_set1_epi32(2 * p)), sc)));
+        }
+        accf = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(h2f(x[i].d) * y[i].d), accf);
+    }
+    *s = _mm512_reduce_add_ps(accf);
 }

@@ -92,8 +92,11 @@ void gemm_bf16_panel_run_avx512(int64_t k, const uint16_t *panel, const uint16_t
  * elements (8 groups), those 4 quants of all GEMM_PANEL rows side by side:
  * q[i][g][r][0..4) as unsigned bytes (signed types stored as q + 128), then
  * the rows' float scales d[i][r] and, for the types with a min (Q4_1,
- * Q5_1, Q4_K, Q5_K), m[i][r]; K-quants are panels of their 32-element
- * sub-blocks (Q6_K: d for the first 16 elements, m the second's scale). One vpdpbusd of a panel vector with 4 activation quants
+ * Q5_1, Q4_K, Q5_K), m[i][r], then a 32-bit slot e[i][r]; K-quants and
+ * IQ4_XS are panels of their 32-element sub-blocks (Q6_K, Q3_K: d for the
+ * first 16 elements, m the second's scale; Q2_K: bytes scale * q, d and
+ * m = -dmin of the super-block, e the two 16-element groups' mins as an
+ * int16 pair). One vpdpbusd of a panel vector with 4 activation quants
  * broadcast then adds 4 products to each of the 16 rows' sums: no
  * horizontal reduction. Rows past the end of the matrix are zero. */
 #define GEMM_PANEL 16

@@ -10,14 +10,15 @@
 
 size_t gemm_panel_bytes(int64_t k) {
     const size_t nb = (size_t)(k + QK - 1) / QK;
-    return nb * (8 * GEMM_PANEL * 4 + 2 * GEMM_PANEL * sizeof(float));
+    return nb * (8 * GEMM_PANEL * 4 + 3 * GEMM_PANEL * sizeof(float));
 }
 
 bool gemm_panel_ok(tl_type t) {
     if (!tl_cpu_use_avx512()) return false;
     switch (t) {
     case TL_TYPE_Q4_0: case TL_TYPE_Q4_1: case TL_TYPE_Q5_0: case TL_TYPE_Q5_1: case TL_TYPE_Q8_0:
-    case TL_TYPE_IQ4_NL: case TL_TYPE_Q4_K: case TL_TYPE_Q5_K: case TL_TYPE_Q6_K:
+    case TL_TYPE_IQ4_NL: case TL_TYPE_Q2_K: case TL_TYPE_Q3_K: case TL_TYPE_Q4_K: case TL_TYPE_Q5_K:
+    case TL_TYPE_Q6_K: case TL_TYPE_IQ4_XS:
         return true;
     default:
         return false;
