@@ -53,6 +53,12 @@ for cmd in (["run"], ["chat"], ["bench", "-m", "x.gguf"], ["perplexity"], ["synt
     check(all(x.returncode == 2 and "unknown option" not in x.stderr for x in rs)
           and rs[0].stderr.replace("-t ", "--threads ", 1) == rs[1].stderr,
           f"{cmd[0]}: -t and --threads mean the same: {rs[0].stderr[:200]!r} / {rs[1].stderr[:200]!r}")
+r = tallow("serve", "-m", "x.gguf", "--tool-format", "xml")
+check(r.returncode == 2 and "--tool-format must be auto, hermes, llama3 or mistral" in r.stderr,
+      "serve: bad --tool-format: " + r.stderr[:200])
+if os.path.exists(MODEL):  # SmolLM2's template renders no tools: only the Hermes turn applies
+    r = tallow("serve", "-m", MODEL, "--tool-format", "llama3", "--port", "0")
+    check(r.returncode == 1 and "renders no tools" in r.stderr, "serve: --tool-format llama3 refused: " + r.stderr[:300])
 with open("/dev/full", "w") as full:  # any command whose output is lost fails
     r = subprocess.run([BIN, "--version"], stdout=full, stderr=subprocess.PIPE, text=True)
 check(r.returncode == 1 and "cannot write the output" in r.stderr, "--version >/dev/full fails: " + r.stderr)

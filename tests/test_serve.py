@@ -793,9 +793,13 @@ def tool_templates():
               (js["usage"]["prompt_tokens"] if st == 200 else js, ref))
     finally:
         s.stop()
-    for tmpl, syntax in (("llama-3.1-8b-instruct.jinja", r'(<\|python_tag\|>\s*)?\{\s*"name"[^}]*"parameters"'),
-                         ("mistral-nemo-instruct-2407.jinja", r'\[TOOL_CALLS\]\s*\[\s*\{\s*"name"')):
-        s = Server("-np", "2", "-c", "4096", "--chat-template", os.path.join(fx, tmpl))
+    mistral = r'\[TOOL_CALLS\]\s*\[\s*\{\s*"name"'
+    for tmpl, syntax, extra in (("llama-3.1-8b-instruct.jinja", r'(<\|python_tag\|>\s*)?\{\s*"name"[^}]*"parameters"', []),
+                                ("mistral-nemo-instruct-2407.jinja", mistral, []),
+                                # --tool-format overrides the syntax read from the template's text
+                                ("qwen2.5-7b-instruct.jinja", mistral, ["--tool-format", "mistral"])):
+        s = Server("-np", "2", "-c", "4096", "--chat-template", os.path.join(fx, tmpl), *extra)
+        tmpl = tmpl + (" " + " ".join(extra) if extra else "")
         try:
             body = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": [WEATHER],
                     "tool_choice": "required", "max_tokens": 80, "temperature": 0}

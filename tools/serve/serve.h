@@ -223,6 +223,7 @@ typedef struct srv_config {
     const char *api_key;    /* NULL: none */
     const char *model_id;
     const char *chat_template; /* template source */
+    int32_t tool_format;    /* a tl_tool_format, or -1: picked from the template's text */
 } srv_config;
 
 typedef struct srv_server {

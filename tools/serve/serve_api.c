@@ -402,7 +402,9 @@ void srv_api_generate(srv_server *s, srv_kind kind, const char *body, size_t len
     if (ok) ok = (c = make_call(s, &r, &e)) != NULL;
     if (ok) {
         c->tools = tools_on(&r);
-        c->tool_fmt = srv_template_has_tools(template_src(s)) ? srv_tool_format(template_src(s)) : TL_TOOLS_HERMES;
+        c->tool_fmt = s->cfg.tool_format >= 0                 ? (tl_tool_format)s->cfg.tool_format
+                      : srv_template_has_tools(template_src(s)) ? srv_tool_format(template_src(s))
+                                                                : TL_TOOLS_HERMES;
     }
     if (ok) ok = make_stops(&r, c, &e) && make_grammars(s, &r, c, &e);
     if (ok) {

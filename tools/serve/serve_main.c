@@ -30,6 +30,9 @@ static void serve_usage(FILE *f) {
             "  --api-key KEY        require 'Authorization: Bearer KEY' (all but /health)\n"
             "  --api-key-file F     the same, the key read from file F\n"
             "  --chat-template X    'chatml' or a template file (default: the model's own)\n"
+            "  --tool-format F      tool-call syntax: auto (from the template's text), hermes,\n"
+            "                       llama3 or mistral (default auto; a template that renders no\n"
+            "                       tools gets a Hermes system turn, so only hermes there)\n"
             "  --alias NAME         model id clients use (default: the file name)\n"
             "  --pooling P          embeddings pooling: mean, cls or last (default: the model's\n"
             "                       <arch>.pooling_type, else mean)\n"
@@ -39,7 +42,7 @@ static void serve_usage(FILE *f) {
 }
 
 typedef struct serve_opts {
-    const char *model, *host, *key, *key_file, *tmpl, *alias, *pooling;
+    const char *model, *host, *key, *key_file, *tmpl, *alias, *pooling, *tool_format;
     int32_t port, kv_block, seq_ctx;
     tl_model_params mp;
     args_lora lora;
@@ -73,6 +76,7 @@ static int serve_parse_args(int argc, char **argv, serve_opts *o, srv_config *c)
         else if (!strcmp(a, "--chat-template")) ok = args_str(argc, argv, &i, &o->tmpl);
         else if (!strcmp(a, "--alias")) ok = args_str(argc, argv, &i, &o->alias);
         else if (!strcmp(a, "--pooling")) ok = args_str(argc, argv, &i, &o->pooling);
+        else if (!strcmp(a, "--tool-format")) ok = args_str(argc, argv, &i, &o->tool_format);
         else {
             fprintf(stderr, "tallow serve: unknown option '%s'\n", a);
             ok = false;
@@ -85,6 +89,15 @@ static int serve_parse_args(int argc, char **argv, serve_opts *o, srv_config *c)
     }
     if (o->pooling && strcmp(o->pooling, "mean") && strcmp(o->pooling, "cls") && strcmp(o->pooling, "last")) {
         fprintf(stderr, "tallow serve: --pooling must be mean, cls or last, not '%s'\n", o->pooling);
+        return -1;
+    }
+    static const char *const fmts[] = {"hermes", "llama3", "mistral"}; /* tl_tool_format order */
+    c->tool_format = -1;
+    for (int k = 0; k < 3 && o->tool_format; k++)
+        if (!strcmp(o->tool_format, fmts[k])) c->tool_format = k;
+    if (o->tool_format && c->tool_format < 0 && strcmp(o->tool_format, "auto")) {
+        fprintf(stderr, "tallow serve: --tool-format must be auto, hermes, llama3 or mistral, not '%s'\n",
+                o->tool_format);
         return -1;
     }
     return 1;
@@ -128,6 +141,17 @@ static bool serve_template(serve_opts *o, srv_server *s, char **own) {
     }
     s->cfg.chat_template = *own;
     return true;
+}
+
+/* a forced llama3/mistral syntax needs a template that renders the tools
+ * (one that does not gets the Hermes system turn, which asks for Hermes) */
+static bool serve_tool_format(const srv_server *s) {
+    const char *t = s->cfg.chat_template ? s->cfg.chat_template : tl_model_chat_template(s->model);
+    if (s->cfg.tool_format <= TL_TOOLS_HERMES || srv_template_has_tools(t)) return true;
+    fprintf(stderr, "tallow serve: --tool-format %s: the chat template renders no tools (the server then adds a "
+                    "Hermes system turn), so only hermes or auto can apply; pass a --chat-template that renders them\n",
+            s->cfg.tool_format == TL_TOOLS_LLAMA3 ? "llama3" : "mistral");
+    return false;
 }
 
 static char *serve_model_id(const serve_opts *o) {
@@ -213,7 +237,9 @@ int cmd_serve(int argc, char **argv) {
     if (!o.pooling) s.pooling = serve_pooling(&s);
     if (tl_grammar_vocab_init(s.model, &s.gvocab) != TL_OK)
         fprintf(stderr, "tallow serve: no grammars (response_format): %s\n", tl_last_error());
-    if (!serve_template(&o, &s, &tmpl_own) || !serve_context(&o, &s) || !serve_loras(&o, &s)) goto done;
+    if (!serve_template(&o, &s, &tmpl_own) || !serve_tool_format(&s) || !serve_context(&o, &s) ||
+        !serve_loras(&o, &s))
+        goto done;
     if (srv_sched_start(&s) != TL_OK) {
         fprintf(stderr, "tallow serve: cannot start the scheduler (out of memory)\n");
         goto done;
