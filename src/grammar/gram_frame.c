@@ -6,116 +6,85 @@
 
 static tl_status gf_nomem(void) { return tl_err(TL_ERR_NOMEM, "grammar: out of memory"); }
 
-/* The rules r references: refs[ref_at[r] .. ref_at[r + 1]), each with
- * whether the reference is in tail position. */
-typedef struct gf_graph {
-    int32_t *ref_at, *refs;
-    uint8_t *tail;
-} gf_graph;
-
-static tl_status gf_graph_init(gf_graph *gr, const gbnf *g) {
-    int32_t nr = g->n_rules, n = 0;
-    gr->ref_at = malloc(((size_t)nr + 1) * sizeof *gr->ref_at);
-    gr->refs = malloc(((size_t)g->n_elems + 1) * sizeof *gr->refs);
-    gr->tail = malloc((size_t)g->n_elems + 1);
-    if (!gr->ref_at || !gr->refs || !gr->tail) return gf_nomem();
-    for (int32_t r = 0; r < nr; r++) {
-        gr->ref_at[r] = n;
-        for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
-            for (int32_t pos = g->alts[a]; g->elems[pos] != GB_END; pos++)
-                if (GB_IS_REF(g->elems[pos])) {
-                    gr->tail[n] = g->elems[pos + 1] == GB_END;
-                    gr->refs[n++] = GB_REF_RULE(g->elems[pos]);
-                }
+/* Whether each rule matches only whitespace (space, tab, newline, return)
+ * and has a byte to match: the greatest fixed point, so a rule that repeats
+ * itself stays whitespace. */
+static tl_status gf_ws_rules(const gbnf *g, uint8_t *ws) {
+    int32_t nr = g->n_rules;
+    uint8_t *ws_set = malloc((size_t)g->n_sets + 1);
+    if (!ws_set) return gf_nomem();
+    for (int32_t k = 0; k < g->n_sets; k++) {
+        bool only = true;
+        for (int i = 0; i < 32 && only; i++) only = !(g->sets[k][i] & ~(i == 0 ? 0x00 : i == 1 ? 0x26 : i == 4 ? 0x01 : 0));
+        ws_set[k] = only;
     }
-    gr->ref_at[nr] = n;
-    return TL_OK;
-}
-
-/* Strongly connected components of the reference graph (Tarjan's
- * algorithm, iterative: chains of rules are as deep as the grammar is
- * large); comp[r] is r's component. */
-static tl_status gf_scc(const gf_graph *gr, int32_t nr, int32_t *comp) {
-    int32_t *idx = malloc((size_t)nr * sizeof *idx), *low = malloc((size_t)nr * sizeof *low);
-    int32_t *stk = malloc((size_t)nr * sizeof *stk), *call = malloc((size_t)nr * sizeof *call);
-    int32_t *edge = malloc((size_t)nr * sizeof *edge);
-    uint8_t *on = calloc((size_t)nr, 1);
-    if (!idx || !low || !stk || !call || !edge || !on) {
-        free(idx), free(low), free(stk), free(call), free(edge), free(on);
-        return gf_nomem();
-    }
-    for (int32_t r = 0; r < nr; r++) idx[r] = -1;
-    int32_t next = 0, ns = 0, nc = 0;
-    for (int32_t r0 = 0; r0 < nr; r0++) {
-        if (idx[r0] >= 0) continue;
-        int32_t depth = 0;
-        call[depth++] = r0, edge[r0] = gr->ref_at[r0];
-        idx[r0] = low[r0] = next++, stk[ns++] = r0, on[r0] = 1;
-        while (depth) {
-            int32_t r = call[depth - 1];
-            if (edge[r] < gr->ref_at[r + 1]) {
-                int32_t q = gr->refs[edge[r]++];
-                if (idx[q] < 0) {
-                    call[depth++] = q, edge[q] = gr->ref_at[q];
-                    idx[q] = low[q] = next++, stk[ns++] = q, on[q] = 1;
-                } else if (on[q] && idx[q] < low[r]) {
-                    low[r] = idx[q];
+    for (int32_t r = 0; r < nr; r++) ws[r] = 1;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int32_t r = 0; r < nr; r++) {
+            if (!ws[r]) continue;
+            bool ok = true, any = false;
+            for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1] && ok; a++)
+                for (int32_t pos = g->alts[a]; g->elems[pos] != GB_END && ok; pos++) {
+                    int32_t e = g->elems[pos];
+                    if (GB_IS_REF(e)) {
+                        ok = ws[GB_REF_RULE(e)];
+                        any = true;
+                        continue;
+                    }
+                    any = true;
+                    ok = ws_set[e];
                 }
-                continue;
-            }
-            depth--;
-            if (low[r] == idx[r]) {
-                int32_t q;
-                do {
-                    q = stk[--ns];
-                    on[q] = 0;
-                    comp[q] = nc;
-                } while (q != r);
-                nc++;
-            }
-            if (depth && low[r] < low[call[depth - 1]]) low[call[depth - 1]] = low[r];
+            if (!ok || !any) ws[r] = 0, changed = true;
         }
     }
-    free(idx), free(low), free(stk), free(call), free(edge), free(on);
+    free(ws_set);
     return TL_OK;
 }
 
 /* lex[r] = 0 for every rule that reaches a component with a non-tail
- * reference inside it, 1 for the rest. */
+ * reference inside it, or a rule (not whitespace itself) that refers to a
+ * whitespace rule: whitespace separates lexemes, so a rule with whitespace
+ * in it is the structure around them, even where its language is regular
+ * (an object with no nested ones). 1 for the rest. */
 static tl_status gf_lexical(gf_frames *f, const gbnf *g) {
     int32_t nr = g->n_rules;
-    gf_graph gr = {0};
+    gbnf_graph gr = {0};
     int32_t *comp = malloc((size_t)nr * sizeof *comp), *work = malloc((size_t)nr * sizeof *work);
-    uint8_t *nested = calloc((size_t)nr, 1);
+    uint8_t *nested = calloc((size_t)nr, 1), *ws = malloc((size_t)nr + 1);
     /* reversed references, to spread "not lexical" to the callers */
     int32_t *rev_at = calloc((size_t)nr + 1, sizeof *rev_at), *rev = NULL;
-    tl_status s = comp && work && nested && rev_at ? gf_graph_init(&gr, g) : gf_nomem();
-    if (!s) s = gf_scc(&gr, nr, comp);
+    tl_status s = comp && work && nested && ws && rev_at ? gbnf_graph_init(&gr, g) : gf_nomem();
+    if (!s) s = gbnf_scc(&gr, nr, comp);
     if (!s && !(rev = malloc(((size_t)gr.ref_at[nr] + 1) * sizeof *rev))) s = gf_nomem();
     int32_t nw = 0;
     if (!s) {
+        s = gf_ws_rules(g, ws);
+    }
+    if (!s) {
+        for (int32_t r = 0; r < nr; r++) f->lex[r] = 1;
         for (int32_t r = 0; r < nr; r++)
             for (int32_t k = gr.ref_at[r]; k < gr.ref_at[r + 1]; k++) {
                 int32_t q = gr.refs[k];
                 if (!gr.tail[k] && comp[q] == comp[r]) nested[comp[r]] = 1;
+                if (ws[q] && !ws[r] && f->lex[r]) f->lex[r] = 0, work[nw++] = r;
                 rev_at[q + 1]++;
             }
         for (int32_t r = 0; r < nr; r++) rev_at[r + 1] += rev_at[r];
-        int32_t *fill = work; /* scratch before it becomes the queue */
+        int32_t *fill = comp; /* comp is not needed past here */
+        for (int32_t r = 0; r < nr; r++)
+            if (nested[comp[r]] && f->lex[r]) f->lex[r] = 0, work[nw++] = r;
         memcpy(fill, rev_at, (size_t)nr * sizeof *fill);
         for (int32_t r = 0; r < nr; r++)
             for (int32_t k = gr.ref_at[r]; k < gr.ref_at[r + 1]; k++) rev[fill[gr.refs[k]]++] = r;
-        for (int32_t r = 0; r < nr; r++) f->lex[r] = 1;
-        for (int32_t r = 0; r < nr; r++)
-            if (nested[comp[r]]) f->lex[r] = 0, work[nw++] = r;
         while (nw) {
             int32_t q = work[--nw];
             for (int32_t k = rev_at[q]; k < rev_at[q + 1]; k++)
                 if (f->lex[rev[k]]) f->lex[rev[k]] = 0, work[nw++] = rev[k];
         }
     }
-    free(gr.ref_at), free(gr.refs), free(gr.tail);
-    free(comp), free(work), free(nested), free(rev_at), free(rev);
+    gbnf_graph_free(&gr);
+    free(comp), free(work), free(nested), free(ws), free(rev_at), free(rev);
     return s;
 }
 

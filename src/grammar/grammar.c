@@ -187,14 +187,13 @@ typedef struct gr_col {
     gf_entry *e;
 } gr_col;
 
-static bool gr_meets(const uint64_t *a, const uint64_t *b) { return (a[0] & b[0]) | (a[1] & b[1]) | (a[2] & b[2]) | (a[3] & b[3]); }
-
 /* Walk trie nodes [from, to) (a subtree, or the whole trie) with the state
  * of their parent in stk and bst, adding the tokens accepted to w. bst is
  * -1 below a node inside a character whose state at the character's start
  * is not known: no subtree is accepted whole there. With col, a frame is
  * walked: each node whose parent's state may end the frame and whose byte
- * the cut takes is kept, and no subtree holding such a node is skipped. */
+ * the cut takes is kept. A subtree accepted whole may hide such nodes: every
+ * token in it is the frame's own already, so walks from them add nothing. */
 static tl_status gr_walk(tl_grammar *g, int32_t from, int32_t to, uint32_t *w, const gr_col *col) {
     const tl_grammar_vocab *v = g->v;
     int32_t *stk = g->stk, *bst = g->bst; /* state by depth; state at the last character boundary by depth */
@@ -216,7 +215,7 @@ static tl_status gr_walk(tl_grammar *g, int32_t from, int32_t to, uint32_t *w, c
         bst[d] = u8 & 1 ? t : bst[d - 1];
         if (col) g->pmid[d] = !(u8 & 1);
         int32_t lo = v->sub_lo[i], hi = lo + nd[i].tok_n;
-        if (nd[i].end - i > GR_BULK_MIN && (u8 & 6) == 2 && bst[d] >= 0 && !(col && gr_meets(v->below[i], col->e->first))) {
+        if (nd[i].end - i > GR_BULK_MIN && (u8 & 6) == 2 && bst[d] >= 0) {
             if ((s = gr_bulk(g, i, bst[d], !(u8 & 1), &hi, &i))) return s;
         } else {
             i++;
@@ -227,8 +226,11 @@ static tl_status gr_walk(tl_grammar *g, int32_t from, int32_t to, uint32_t *w, c
 }
 
 /* The inside set of st when st's run leads back to st and is wide enough
- * to be worth one (NULL otherwise). Walking a frame, only a run none of
- * whose bytes the cut takes: the inside set skips the nodes in the run. */
+ * to be worth one (NULL otherwise). Walking a frame (from its start, which
+ * never ends it), the inside set skips nodes in the run: at character
+ * boundaries their state is st, which does not end the frame either, but
+ * inside a multi-byte character it may, so not when the cut takes a byte
+ * of one. */
 static tl_status gr_inside(tl_grammar *g, int32_t st, const gr_col *col, const gi_set **out) {
     *out = NULL;
     const gm_run *r;
@@ -239,7 +241,7 @@ static tl_status gr_inside(tl_grammar *g, int32_t st, const gr_col *col, const g
     if (r->u8 != GM_U8_NO && (s = gm_pda_run_u8(&g->pda, st, 1, &u8))) return s;
     if (col) {
         const uint64_t *f = col->e->first;
-        if ((b[0] & f[0]) | (b[1] & f[1]) || (u8 && (f[2] | f[3]))) return TL_OK;
+        if (u8 && (f[2] | f[3])) return TL_OK;
     }
     return gi_get(&g->inside, g->v, b, u8, out);
 }
