@@ -249,6 +249,30 @@ static void test_schema_errors(void) {
     }
 }
 
+/* Patterns open at an end, whose one repeated character is written once. */
+static void test_patterns(tl_grammar_vocab *v) {
+    static const struct { const char *pattern, *in[4]; int want[4]; } pc[] = {
+        {"\\\\w+", {"\"a b\"", "\" -\"", "\"-x-\"", "\"\""}, {1, -1, 1, -1}},
+        {"^\\\\w+", {"\"ab c\"", "\" ab\"", "\"a\"", NULL}, {1, -1, 1}},
+        {"\\\\w+$", {"\"a b\"", "\"ab \"", "\" a\"", NULL}, {1, -1, 1}},
+        {"^\\\\d+$", {"\"12\"", "\"1a\"", NULL}, {1, -1}},
+        {"a\\\\+", {"\"xa+\"", "\"aa\"", NULL}, {1, -1}},
+    };
+    for (size_t c = 0; c < sizeof pc / sizeof *pc; c++) {
+        char sch[256], *gb = NULL;
+        snprintf(sch, sizeof sch, "{\"type\": \"string\", \"pattern\": \"%s\"}", pc[c].pattern);
+        CHECK(tl_json_schema_to_gbnf(sch, strlen(sch), NULL, &gb) == TL_OK, "pattern %s: %s", pc[c].pattern, tl_last_error());
+        tl_grammar *g = NULL;
+        if (gb) CHECK(tl_grammar_init(v, gb, strlen(gb), NULL, NULL, &g) == TL_OK, "pattern %s: %s", pc[c].pattern, tl_last_error());
+        for (int i = 0; g && i < 4 && pc[c].in[i]; i++) {
+            int got = run(g, pc[c].in[i]);
+            CHECK(got == pc[c].want[i], "pattern %s on %s: got %d want %d", pc[c].pattern, pc[c].in[i], got, pc[c].want[i]);
+        }
+        tl_grammar_free(g);
+        free(gb);
+    }
+}
+
 /* Each corpus file: {"schema": ..., "tests": [{"data": ..., "valid": bool}]}. */
 static void test_corpus(tl_grammar_vocab *v, const char *dir) {
     DIR *d = opendir(dir);
@@ -312,6 +336,7 @@ int main(int argc, char **argv) {
     if (!v) return test_finish();
     test_conformance(v);
     test_dedup();
+    test_patterns(v);
     test_malformed(v);
     test_masks(v);
     test_sampler(v);
