@@ -320,7 +320,10 @@ static tl_status gr_group(tl_grammar *g, const int32_t *x, int32_t n, int32_t c,
     if (!e) {
         if ((s = gf_add(&g->fr, fst, first, g->n_words, &e))) return s;
         gr_col col = {&g->fr, e};
-        if ((s = gr_whole(g, fst, e->mask, &col))) return s;
+        if ((s = gr_whole(g, fst, e->mask, &col))) {
+            gf_clear(&g->fr); /* no entry half made */
+            return s;
+        }
     }
     for (int32_t k = 0; k < g->n_words; k++) w[k] |= e->mask[k];
     const gv_node *nd = g->v->nodes;
