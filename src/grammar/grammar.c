@@ -343,6 +343,7 @@ static tl_status gr_split(tl_grammar *g, int32_t st, uint32_t *w, bool *done) {
     gm_pda *p = &g->pda;
     int32_t n = p->s_len[st];
     *done = false;
+    if (!n) return TL_OK; /* only "the root may end": no stacks to split */
     if (n > g->cap_sp) {
         int32_t *a = realloc(g->sp, (size_t)n * 4 * sizeof *a);
         if (!a) return gr_nomem();
