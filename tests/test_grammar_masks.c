@@ -86,6 +86,8 @@ static void test_small(void) {
         /* runs that take some multi-byte characters or none */
         check_bytes(v, "root ::= [a-z\\u00e9]* \".\"", "ab\xc3\xa9", "some multi-byte");
         check_bytes(v, "root ::= [a-z]* \".\"", "ab", "ASCII only");
+        /* a fresh grammar's first mask at a state with no stacks left */
+        check_at(v, "root ::= \"a\"", "a", 1, "ended");
     }
     tl_grammar_vocab_free(v);
     free(text), free(len), free(kind);
