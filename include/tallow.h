@@ -399,7 +399,9 @@ void tl_grammar_vocab_free(tl_grammar_vocab *v);
 
 typedef struct tl_grammar_params {
     /* Bytes of token masks kept, one per parser state seen (a mask is
-     * n_vocab/8 bytes); when full the cache starts over. Default 32 MiB. */
+     * n_vocab/8 bytes); when full the cache starts over. Default 32 MiB.
+     * The same bound again holds the per-lexeme parts of masks that are
+     * reused between states (one mask and a list of trie nodes each). */
     size_t mask_cache_bytes;
     /* Parser states kept before the automaton is rebuilt from the current
      * state. Default 65536. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/gbnf.h"
 #include "tallow.h"
 #include "test_util.h"
 
@@ -56,6 +57,10 @@ static const conf_case cases[] = {
     {"root ::= (\n  \"a\"\n  | \"b\"\n)", {"a", "b"}, {1, 1}},
     {"root ::= \"(\" root \")\" | \"\"", {"", "()", "(())", "(()", "())"}, {1, 1, 1, 0, -1}},
     {"root ::= \"a\"? \"b\"*", {"", "a", "abbb", "bb", "ba"}, {1, 1, 1, 1, -1}},
+    /* rules alike at the top, different below (not made one), and alike throughout */
+    {"root ::= a c\na ::= \"x\" b\nb ::= \"y\"\nc ::= \"x\" d\nd ::= \"z\"", {"xyxz", "xyxy", "xzxz"}, {1, -1, -1}},
+    {"root ::= a \"-\" c\na ::= \"x\" a | \"\"\nc ::= \"y\" c | \"\"", {"xx-yy", "xx-x", "yy-y"}, {1, -1, -1}},
+    {"root ::= a \"-\" c\na ::= [0-9] a | \"\"\nc ::= [0-9] c | \"\"", {"12-34", "1-", "-", "1-a"}, {1, 1, 1, -1}},
 };
 
 static void test_conformance(tl_grammar_vocab *v) {
@@ -95,6 +100,27 @@ static const bad_case bad[] = {
     {"root ::= \"\\xff\xff\"", "invalid UTF-8"},
     {"::= \"a\"", "expected a rule name"},
 };
+
+/* Equal rules are made one: references to copies point at one of them
+ * (which is what lets the mask walk share its work between them); rules
+ * that differ, only in what they refer to or in their recursion, are not. */
+static void test_dedup(void) {
+    const char *src = "root ::= a \"-\" b \"-\" c \"-\" d\na ::= \"x\" s\nb ::= \"x\" t\nc ::= \"x\" u\nd ::= \"y\" s\n"
+                      "s ::= [0-9] s | \"\"\nt ::= [0-9] t | \"\"\nu ::= [0-8] u | \"\"";
+    gbnf *g = NULL;
+    CHECK(gbnf_parse(src, strlen(src), NULL, &g) == TL_OK, "dedup grammar: %s", tl_last_error());
+    if (!g) return;
+    int32_t ref[4], n = 0;
+    for (int32_t pos = g->alts[g->rule_alt[g->root]]; g->elems[pos] != GB_END; pos++)
+        if (GB_IS_REF(g->elems[pos]) && n < 4) ref[n++] = GB_REF_RULE(g->elems[pos]);
+    CHECK(n == 4, "root refers to 4 rules (%d)", n);
+    if (n == 4) {
+        CHECK(ref[0] == ref[1], "a and b (x then digits*) are one rule: %d %d", ref[0], ref[1]);
+        CHECK(ref[0] != ref[2], "a and c (digits 0-9 vs 0-8) stay two");
+        CHECK(ref[0] != ref[3], "a and d (x vs y) stay two");
+    }
+    gbnf_free(g);
+}
 
 static void test_malformed(tl_grammar_vocab *v) {
     for (size_t c = 0; c < sizeof bad / sizeof *bad; c++) {
@@ -223,6 +249,30 @@ static void test_schema_errors(void) {
     }
 }
 
+/* Patterns open at an end, whose one repeated character is written once. */
+static void test_patterns(tl_grammar_vocab *v) {
+    static const struct { const char *pattern, *in[4]; int want[4]; } pc[] = {
+        {"\\\\w+", {"\"a b\"", "\" -\"", "\"-x-\"", "\"\""}, {1, -1, 1, -1}},
+        {"^\\\\w+", {"\"ab c\"", "\" ab\"", "\"a\"", NULL}, {1, -1, 1}},
+        {"\\\\w+$", {"\"a b\"", "\"ab \"", "\" a\"", NULL}, {1, -1, 1}},
+        {"^\\\\d+$", {"\"12\"", "\"1a\"", NULL}, {1, -1}},
+        {"a\\\\+", {"\"xa+\"", "\"aa\"", NULL}, {1, -1}},
+    };
+    for (size_t c = 0; c < sizeof pc / sizeof *pc; c++) {
+        char sch[256], *gb = NULL;
+        snprintf(sch, sizeof sch, "{\"type\": \"string\", \"pattern\": \"%s\"}", pc[c].pattern);
+        CHECK(tl_json_schema_to_gbnf(sch, strlen(sch), NULL, &gb) == TL_OK, "pattern %s: %s", pc[c].pattern, tl_last_error());
+        tl_grammar *g = NULL;
+        if (gb) CHECK(tl_grammar_init(v, gb, strlen(gb), NULL, NULL, &g) == TL_OK, "pattern %s: %s", pc[c].pattern, tl_last_error());
+        for (int i = 0; g && i < 4 && pc[c].in[i]; i++) {
+            int got = run(g, pc[c].in[i]);
+            CHECK(got == pc[c].want[i], "pattern %s on %s: got %d want %d", pc[c].pattern, pc[c].in[i], got, pc[c].want[i]);
+        }
+        tl_grammar_free(g);
+        free(gb);
+    }
+}
+
 /* Each corpus file: {"schema": ..., "tests": [{"data": ..., "valid": bool}]}. */
 static void test_corpus(tl_grammar_vocab *v, const char *dir) {
     DIR *d = opendir(dir);
@@ -285,6 +335,8 @@ int main(int argc, char **argv) {
     tl_grammar_vocab *v = mk_vocab();
     if (!v) return test_finish();
     test_conformance(v);
+    test_dedup();
+    test_patterns(v);
     test_malformed(v);
     test_masks(v);
     test_sampler(v);

@@ -86,6 +86,8 @@ static void test_small(void) {
         /* runs that take some multi-byte characters or none */
         check_bytes(v, "root ::= [a-z\\u00e9]* \".\"", "ab\xc3\xa9", "some multi-byte");
         check_bytes(v, "root ::= [a-z]* \".\"", "ab", "ASCII only");
+        /* a fresh grammar's first mask at a state with no stacks left */
+        check_at(v, "root ::= \"a\"", "a", 1, "ended");
     }
     tl_grammar_vocab_free(v);
     free(text), free(len), free(kind);
@@ -104,6 +106,53 @@ static void check_doc(const tl_grammar_vocab *v, const char *gbnf, const char *d
             at += l;
         }
     }
+}
+
+/* The masks of one grammar fed the whole of doc token by token, at every
+ * token boundary, against feeding each token after the prefix: caches warm
+ * from earlier positions (frame entries made at one key or string and
+ * reused at the next, under another cut) must give the same masks as a
+ * fresh grammar. */
+static void check_doc_warm(const tl_grammar_vocab *v, const char *gbnf, const char *doc, const char *what) {
+    int32_t toks[512], n = 0;
+    CHECK(tok_encode(tv, doc, strlen(doc), false, false, toks, 512, &n) == TL_OK, "tokenize");
+    tl_grammar *g = NULL, *h = NULL;
+    CHECK(tl_grammar_init(v, gbnf, strlen(gbnf), NULL, NULL, &g) == TL_OK, "%s: %s", what, tl_last_error());
+    CHECK(tl_grammar_init(v, gbnf, strlen(gbnf), NULL, NULL, &h) == TL_OK, "%s: %s", what, tl_last_error());
+    size_t at = 0;
+    for (int32_t i = 0; g && h && i <= n; i++) {
+        const uint32_t *w = NULL;
+        CHECK(tl_grammar_mask(g, &w) == TL_OK, "%s: mask at %zu", what, at);
+        int wrong = 0, first = -1;
+        for (int32_t t = 0; w && t < nv; t++) {
+            bool bit = w[t >> 5] >> (t & 31) & 1, want = false;
+            tl_grammar_reset(h);
+            bool pre = tl_grammar_accept_bytes(h, doc, at) == TL_OK;
+            if (kind[t] == 1) want = pre && tl_grammar_can_end(h);
+            else if (kind[t] == 0 && text[t] && len[t]) want = pre && tl_grammar_accept_bytes(h, text[t], len[t]) == TL_OK;
+            if (bit != want && first < 0) first = t;
+            wrong += bit != want;
+        }
+        CHECK(wrong == 0, "%s (warm) after %zu bytes '%.40s': %d tokens wrong (first %d)", what, at, doc, wrong, first);
+        if (i < n) {
+            size_t l;
+            tok_piece(tv, toks[i], &l);
+            CHECK(tl_grammar_accept(g, toks[i]) == TL_OK, "%s: token %d accepted", what, i);
+            at += l;
+        }
+    }
+    tl_grammar_free(g);
+    tl_grammar_free(h);
+}
+
+/* check_doc_warm on the grammar of schema, unlisted members allowed or not */
+static void check_schema_warm(const tl_grammar_vocab *v, const char *schema, bool extra, const char *doc) {
+    char *gb = NULL;
+    tl_json_schema_params jp = tl_json_schema_default_params();
+    jp.extra_properties = extra;
+    CHECK(tl_json_schema_to_gbnf(schema, strlen(schema), &jp, &gb) == TL_OK, "schema %s: %s", schema, tl_last_error());
+    if (gb) check_doc_warm(v, gb, doc, schema);
+    free(gb);
 }
 
 static void check_schema(const tl_grammar_vocab *v, const char *schema, const char *doc) {
@@ -148,6 +197,40 @@ int main(void) {
     check_schema(v, "{\"type\": \"string\", \"pattern\": \"^[a-z0-9]{2}[a-z]{0,6}$\"}", "\"a1bcdef\"");
     /* a repeated group that cannot match the empty string is still taken */
     check_schema(v, "{\"type\": \"string\", \"pattern\": \"^(ab?|c)*$\"}", "\"abacab\"");
+    /* Lexeme frames reused under other cuts: the key of unlisted members
+     * (names of earlier members excluded) at every member, string bodies
+     * of several properties (ending before "," or "}"), numbers, an object
+     * schema used at two places; then a grammar regular as a whole (no
+     * nested objects), cut where whitespace separates lexemes. */
+    const char *objs = "{\"type\": \"object\", \"properties\": {\"alpha\": {\"type\": \"string\"}, "
+                       "\"beta\": {\"type\": \"integer\"}, \"gamma\": {\"type\": \"string\"}, "
+                       "\"alps\": {\"type\": \"string\", \"pattern\": \"\\\\w+\"}, "
+                       "\"sub\": {\"$ref\": \"#/$defs/p\"}, \"subs\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/p\"}}}, "
+                       "\"$defs\": {\"p\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\"}, "
+                       "\"tag\": {\"type\": \"string\"}}}}}";
+    const char *doc = "{\"alpha\": \"a b\", \"al\": 1, \"beta\": 12, \"gamma\": \"x,y}\", \"alps\": \"q r\", \"extra\": [true], "
+                      "\"sub\": {\"x\": 1.5, \"tag\": \"t\"}, \"subs\": [{\"x\": 2, \"tag\": \"u\"}, {\"x\": -3}]}";
+    check_schema_warm(v, objs, true, doc);
+    check_schema_warm(v, objs, false, "{\"alpha\": \"a\", \"gamma\": \"b\", \"sub\": {\"tag\": \"c\"}}");
+    check_schema_warm(v,
+                      "{\"type\": \"object\", \"properties\": {\"program\": {\"type\": \"string\", \"pattern\": \"\\\\w+\"}, "
+                      "\"n\": {\"type\": \"integer\"}, \"option\": {\"type\": \"string\"}}, \"required\": [\"program\"], "
+                      "\"additionalProperties\": false}",
+                      false, "{\"program\": \"Computer Science\", \"n\": 7, \"option\": \"Software\"}");
+    /* one string frame under cuts that take "," only and "}" only */
+    check_schema_warm(v,
+                      "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\"}, \"b\": {\"type\": \"string\"}}, "
+                      "\"required\": [\"a\", \"b\"], \"additionalProperties\": false}",
+                      false, "{\"a\": \"x\", \"b\": \"y\"}");
+    /* frames that may end inside their run of characters, before a cut
+     * that takes the run's own bytes: the words here run into each other,
+     * and after "AB" a token such as "UIKit" is allowed only where the
+     * first word ends inside it (unbounded: inside sets; bounded: whole
+     * subtrees) */
+    check_doc_warm(v, "root ::= w ws n\nw ::= [A-Z0-9_.,:;!?()+*/-]+\nws ::= [ ]?\nn ::= [A-Z] [a-z]+", "AB Kit", "words");
+    check_doc_warm(v, "root ::= w ws n\nw ::= [A-Z0-9_.,:;!?()+*/-]{1,12}\nws ::= [ ]?\nn ::= [A-Z] [a-z]+", "AB Kit",
+                   "bounded words");
+    check_doc_warm(v, tl_grammar_json_gbnf(), "{\"k\": [\"a\", {\"k\": \"b\", \"n\": 1}], \"n\": 2}", "json (warm)");
     tl_grammar_vocab_free(v);
     free(text), free(len), free(kind);
     tok_free(tv);

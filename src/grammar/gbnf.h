@@ -49,6 +49,19 @@ typedef struct gbnf {
 tl_status gbnf_parse(const char *src, size_t len, const char *root, gbnf **out);
 void gbnf_free(gbnf *g);
 
+/* The rules r references: refs[ref_at[r] .. ref_at[r + 1]), each with
+ * whether the reference is in tail position (gbnf_graph.c). */
+typedef struct gbnf_graph {
+    int32_t *ref_at, *refs;
+    uint8_t *tail;
+} gbnf_graph;
+tl_status gbnf_graph_init(gbnf_graph *gr, const gbnf *g);
+void gbnf_graph_free(gbnf_graph *gr);
+/* Strongly connected components of the reference graph: comp[r] is r's,
+ * numbered so that a component only references components numbered below
+ * it (and itself). */
+tl_status gbnf_scc(const gbnf_graph *gr, int32_t nr, int32_t *comp);
+
 static inline int gbnf_set_has(const gbnf *g, int32_t set, uint8_t b) {
     return (g->sets[set][b >> 3] >> (b & 7)) & 1;
 }

@@ -54,6 +54,9 @@ tl_status gb_new_rule(gp_state *p, int32_t parent, int32_t *out);
 tl_status gb_rule_ref(gp_state *p, const char *name, size_t n, size_t at, int32_t *out);
 tl_status gb_rule_define(gp_state *p, const char *name, size_t n, size_t at, int32_t *out);
 tl_status gb_finish(gp_state *p, const char *root, gbnf **out);
+/* Point every reference to a rule, and the root, at one representative of
+ * the rules equal to it (gbnf_dedup.c). */
+tl_status gb_dedup(gbnf *g);
 void gb_state_free(gp_state *p);
 
 #endif

@@ -132,6 +132,7 @@ tl_status gb_finish(gp_state *p, const char *root, gbnf **out) {
     g->root = rt;
     gb_nullable(g, nul);
     tl_status s = gb_left_rec(g, nul);
+    if (!s) s = gb_dedup(g);
     free(nul);
     if (s) {
         gbnf_free(g);

@@ -492,3 +492,34 @@ tl_status gm_pda_compact(gm_pda *p, int32_t st) {
     int32_t id;
     return gm_state(p, n, acc, &id);
 }
+
+tl_status gm_pda_node(gm_pda *p, int32_t pos, int32_t par, int32_t *out) { return gm_node(p, pos, par, out); }
+
+/* A new generation of stamps (restarted before they would repeat). */
+static void gm_new_gen(gm_pda *p) {
+    if (p->gen == INT32_MAX) {
+        memset(p->nseen, 0, (size_t)p->cap_nodes * sizeof *p->nseen);
+        p->gen = 0;
+    }
+    p->gen++;
+}
+
+tl_status gm_pda_state_of(gm_pda *p, const int32_t *tops, int32_t n, bool acc, int32_t *out) {
+    gm_new_gen(p);
+    int32_t m = 0;
+    tl_status s = TL_OK;
+    for (int32_t i = 0; i < n && !s; i++) {
+        if (p->nseen[tops[i]] == p->gen) continue;
+        p->nseen[tops[i]] = p->gen;
+        s = gm_push(&p->outl, &p->cap_out, m++, tops[i]);
+    }
+    return s ? s : gm_state(p, m, acc, out);
+}
+
+tl_status gm_pda_expand_state(gm_pda *p, int32_t x, int32_t *out) {
+    gm_new_gen(p);
+    int32_t n = 0;
+    bool acc = false;
+    tl_status s = gm_expand(p, x, &n, &acc);
+    return s ? s : gm_state(p, n, acc, out);
+}

@@ -85,6 +85,17 @@ tl_status gm_pda_run(gm_pda *p, int32_t s, const gm_run **out);
 /* Whether multi-byte characters are in the runs of s and of the n - 1
  * states after it (s's run must be known, with len >= n). */
 tl_status gm_pda_run_u8(gm_pda *p, int32_t s, uint32_t n, bool *out);
+/* The node (pos, par), made if new. par may be any negative value below
+ * -1 (GM_FRAME_END): a stack that pops to it makes its state accepting, as
+ * one that pops past the root does. */
+#define GM_FRAME_END (-2)
+tl_status gm_pda_node(gm_pda *p, int32_t pos, int32_t par, int32_t *out);
+/* The state whose stacks are tops[0..n) (nodes whose top is a byte set;
+ * repeats are dropped) and acc. */
+tl_status gm_pda_state_of(gm_pda *p, const int32_t *tops, int32_t n, bool acc, int32_t *out);
+/* The state of node x expanded (its rule references entered, ended
+ * alternatives popped). */
+tl_status gm_pda_expand_state(gm_pda *p, int32_t x, int32_t *out);
 /* Drop every state but s, which becomes state 0 (ids change: callers drop
  * anything keyed by state id). */
 tl_status gm_pda_compact(gm_pda *p, int32_t s);

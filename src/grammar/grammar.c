@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "grammar/gbnf.h"
+#include "grammar/gram_frame.h"
 #include "grammar/gram_inside.h"
 #include "grammar/gram_pda.h"
 #include "grammar/gram_vocab.h"
@@ -21,6 +22,7 @@ struct tl_grammar {
     gbnf *g;
     gm_pda pda;
     gi_cache inside; /* inside sets of the runs of string bodies */
+    gf_frames fr;    /* lexical rules and frame entries */
     tl_grammar_params p;
     int32_t cur;   /* automaton state; GM_DEAD after a forced wrong token */
     bool ended;    /* an end-of-generation token was accepted */
@@ -28,6 +30,9 @@ struct tl_grammar {
     int32_t *eog;  /* end-of-generation token ids */
     int32_t n_eog;
     int32_t *stk, *bst; /* walk scratch by trie depth */
+    uint8_t *pmid;      /* by trie depth, while a frame is walked: the node is inside a UTF-8 character */
+    int32_t *sp;        /* splitting a state: [4 * cap_sp] its stacks, their cuts, an order, frame tops */
+    int32_t cap_sp;
     /* mask cache: slot of state s is mslot[s] (-1 none) */
     int32_t *mslot;
     int32_t cap_mslot;
@@ -57,8 +62,9 @@ void tl_grammar_free(tl_grammar *g) {
     if (!g) return;
     gm_pda_free(&g->pda);
     gi_free(&g->inside);
+    gf_free(&g->fr);
     gbnf_free(g->g);
-    free(g->eog), free(g->stk), free(g->bst), free(g->mslot), free(g->masks), free(g->scratch);
+    free(g->eog), free(g->stk), free(g->bst), free(g->pmid), free(g->sp), free(g->mslot), free(g->masks), free(g->scratch);
     for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
     free(g->trig), free(g->trig_len), free(g->win);
     free(g);
@@ -67,6 +73,7 @@ void tl_grammar_free(tl_grammar *g) {
 static void gr_cache_clear(tl_grammar *g) {
     for (int32_t i = 0; i < g->cap_mslot; i++) g->mslot[i] = -1;
     g->n_masks = 0;
+    gf_clear(&g->fr);
 }
 
 static tl_status gr_start(tl_grammar *g, int32_t *out) { return gm_pda_start(&g->pda, out); }
@@ -84,6 +91,7 @@ tl_status tl_grammar_init(const tl_grammar_vocab *v, const char *text, size_t le
     g->active = true;
     tl_status s = gbnf_parse(text, len, root, &g->g);
     if (!s) s = gm_pda_init(&g->pda, g->g);
+    if (!s) s = gf_init(&g->fr, g->g, p.mask_cache_bytes);
     if (s) {
         tl_grammar_free(g);
         return s;
@@ -94,8 +102,9 @@ tl_status tl_grammar_init(const tl_grammar_vocab *v, const char *text, size_t le
     g->eog = malloc(((size_t)v->n_vocab + 1) * sizeof *g->eog);
     g->stk = malloc((v->max_len + 2) * sizeof *g->stk);
     g->bst = malloc((v->max_len + 2) * sizeof *g->bst);
+    g->pmid = calloc(v->max_len + 2, 1);
     g->scratch = malloc(mask_bytes);
-    if (!g->eog || !g->stk || !g->bst || !g->scratch) {
+    if (!g->eog || !g->stk || !g->bst || !g->pmid || !g->scratch) {
         tl_grammar_free(g);
         return gr_nomem();
     }
@@ -171,16 +180,32 @@ static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t0, bool mid, int32_t
     return TL_OK;
 }
 
+/* While a frame is walked: its entry, which collects the nodes where the
+ * frame ends and the cut's expansion takes the next byte. */
+typedef struct gr_col {
+    gf_frames *f;
+    gf_entry *e;
+} gr_col;
+
 /* Walk trie nodes [from, to) (a subtree, or the whole trie) with the state
- * of their parent in stk and bst, adding the tokens accepted to w. */
-static tl_status gr_walk(tl_grammar *g, int32_t from, int32_t to, uint32_t *w) {
+ * of their parent in stk and bst, adding the tokens accepted to w. bst is
+ * -1 below a node inside a character whose state at the character's start
+ * is not known: no subtree is accepted whole there. With col, a frame is
+ * walked: each node whose parent's state may end the frame and whose byte
+ * the cut takes is kept. A subtree accepted whole may hide such nodes: every
+ * token in it is the frame's own already, so walks from them add nothing. */
+static tl_status gr_walk(tl_grammar *g, int32_t from, int32_t to, uint32_t *w, const gr_col *col) {
     const tl_grammar_vocab *v = g->v;
     int32_t *stk = g->stk, *bst = g->bst; /* state by depth; state at the last character boundary by depth */
     const gv_node *nd = v->nodes;
     for (int32_t i = from; i < to;) {
         int32_t t, d = nd[i].depth;
-        tl_status s = gm_pda_next(&g->pda, stk[d - 1], nd[i].byte, &t);
-        if (s) return s;
+        uint8_t byte = nd[i].byte;
+        tl_status s;
+        if (col && gm_pda_accepting(&g->pda, stk[d - 1]) && (col->e->first[byte >> 6] >> (byte & 63) & 1) &&
+            (s = gf_add_exit(col->f, col->e, i | (g->pmid[d - 1] ? INT32_MIN : 0))))
+            return s;
+        if ((s = gm_pda_next(&g->pda, stk[d - 1], byte, &t))) return s;
         if (t == GM_DEAD) {
             i = nd[i].end;
             continue;
@@ -188,8 +213,9 @@ static tl_status gr_walk(tl_grammar *g, int32_t from, int32_t to, uint32_t *w) {
         uint8_t u8 = v->u8_clean[i];
         stk[d] = t;
         bst[d] = u8 & 1 ? t : bst[d - 1];
+        if (col) g->pmid[d] = !(u8 & 1);
         int32_t lo = v->sub_lo[i], hi = lo + nd[i].tok_n;
-        if (nd[i].end - i > GR_BULK_MIN && (u8 & 6) == 2) {
+        if (nd[i].end - i > GR_BULK_MIN && (u8 & 6) == 2 && bst[d] >= 0) {
             if ((s = gr_bulk(g, i, bst[d], !(u8 & 1), &hi, &i))) return s;
         } else {
             i++;
@@ -200,8 +226,12 @@ static tl_status gr_walk(tl_grammar *g, int32_t from, int32_t to, uint32_t *w) {
 }
 
 /* The inside set of st when st's run leads back to st and is wide enough
- * to be worth one (NULL otherwise). */
-static tl_status gr_inside(tl_grammar *g, int32_t st, const gi_set **out) {
+ * to be worth one (NULL otherwise). Walking a frame (from its start, which
+ * never ends it), the inside set skips nodes in the run: at character
+ * boundaries their state is st, which does not end the frame either, but
+ * inside a multi-byte character it may, so not when the cut takes a byte
+ * of one. */
+static tl_status gr_inside(tl_grammar *g, int32_t st, const gr_col *col, const gi_set **out) {
     *out = NULL;
     const gm_run *r;
     tl_status s = gm_pda_run(&g->pda, st, &r);
@@ -209,31 +239,150 @@ static tl_status gr_inside(tl_grammar *g, int32_t st, const gi_set **out) {
     uint64_t b[2] = {r->b[0], r->b[1]};
     bool u8 = false;
     if (r->u8 != GM_U8_NO && (s = gm_pda_run_u8(&g->pda, st, 1, &u8))) return s;
+    if (col) {
+        const uint64_t *f = col->e->first;
+        if (u8 && (f[2] | f[3])) return TL_OK;
+    }
     return gi_get(&g->inside, g->v, b, u8, out);
+}
+
+/* Add to w the text tokens whose bytes the automaton accepts from st (a
+ * frame's state with col). */
+static tl_status gr_whole(tl_grammar *g, int32_t st, uint32_t *w, const gr_col *col) {
+    const tl_grammar_vocab *v = g->v;
+    const gi_set *in;
+    tl_status s = gr_inside(g, st, col, &in);
+    if (s) return s;
+    g->pmid[0] = 0;
+    if (!in) {
+        g->stk[0] = g->bst[0] = st;
+        return gr_walk(g, 0, v->n_nodes, w, col);
+    }
+    for (int32_t k = 0; k < g->n_words; k++) w[k] |= in->mask[k];
+    /* every exit's parent ends a character reached inside the run: st */
+    for (int32_t k = 0; k < in->n_exits && !s; k++) {
+        int32_t e = in->exits[k], d = v->nodes[e].depth;
+        g->stk[d - 1] = g->bst[d - 1] = st;
+        g->pmid[d - 1] = 0;
+        s = gr_walk(g, e, v->nodes[e].end, w, col);
+    }
+    return s;
+}
+
+/* Frames are at most this many nodes deep (deeper stacks are walked whole,
+ * and frame tops are made by recursion). */
+#define GR_MAX_FRAME 64
+
+/* The cut of stack x: the first node below its top whose rule is not
+ * lexical; -1 when its top's rule is not lexical, every rule down to the
+ * root is, or the frame would be deeper than GR_MAX_FRAME. */
+static int32_t gr_cut(const tl_grammar *g, int32_t x) {
+    const gm_pda *p = &g->pda;
+    const gf_frames *f = &g->fr;
+    int32_t y = x, n = 0;
+    while (y >= 0 && f->lex[f->pos_rule[p->npos[y]]] && n++ < GR_MAX_FRAME) y = p->npar[y];
+    return y == x || n > GR_MAX_FRAME ? -1 : y;
+}
+
+/* Stack x with its cut replaced by GM_FRAME_END. */
+static tl_status gr_frame_top(tl_grammar *g, int32_t x, int32_t cut, int32_t *out) {
+    if (x == cut) {
+        *out = GM_FRAME_END;
+        return TL_OK;
+    }
+    int32_t up;
+    tl_status s = gr_frame_top(g, g->pda.npar[x], cut, &up);
+    return s ? s : gm_pda_node(&g->pda, g->pda.npos[x], up, out);
+}
+
+static int gr_cmp_cut(const void *a, const void *b) {
+    const int32_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Add to w the mask of the stacks x[0..n) that share cut c: the frame
+ * entry's tokens, then the subtrees where the frame ends, walked from the
+ * cut's expansion. */
+static tl_status gr_group(tl_grammar *g, const int32_t *x, int32_t n, int32_t c, int32_t *tops, uint32_t *w) {
+    gm_pda *p = &g->pda;
+    tl_status s = TL_OK;
+    for (int32_t i = 0; i < n && !s; i++) s = gr_frame_top(g, x[i], c, &tops[i]);
+    int32_t fst, cst;
+    if (!s) s = gm_pda_state_of(p, tops, n, false, &fst);
+    if (!s) s = gm_pda_expand_state(p, c, &cst);
+    if (s) return s;
+    uint64_t first[4] = {0, 0, 0, 0};
+    for (int32_t i = 0; cst >= 0 && i < p->s_len[cst]; i++) {
+        const uint8_t *set = p->g->sets[p->g->elems[p->npos[p->pool[p->s_off[cst] + i]]]];
+        for (int k = 0; k < 32; k++) first[k >> 3] |= (uint64_t)set[k] << (8 * (k & 7));
+    }
+    gf_entry *e = gf_find(&g->fr, fst, first);
+    if (!e) {
+        if ((s = gf_add(&g->fr, fst, first, g->n_words, &e))) return s;
+        gr_col col = {&g->fr, e};
+        if ((s = gr_whole(g, fst, e->mask, &col))) {
+            gf_clear(&g->fr); /* no entry half made */
+            return s;
+        }
+    }
+    for (int32_t k = 0; k < g->n_words; k++) w[k] |= e->mask[k];
+    const gv_node *nd = g->v->nodes;
+    for (int32_t k = 0; k < e->n_exits && !s; k++) {
+        int32_t i = e->exits[k] & INT32_MAX, d = nd[i].depth;
+        g->stk[d - 1] = cst;
+        g->bst[d - 1] = e->exits[k] < 0 ? -1 : cst;
+        s = gr_walk(g, i, nd[i].end, w, NULL);
+    }
+    return s;
+}
+
+/* Add to w the mask of st split at its stacks' cuts: the stacks without
+ * one walked together, each group sharing a cut through its frame entry.
+ * *done false (w untouched) when no stack has a cut. */
+static tl_status gr_split(tl_grammar *g, int32_t st, uint32_t *w, bool *done) {
+    gm_pda *p = &g->pda;
+    int32_t n = p->s_len[st];
+    *done = false;
+    if (!n) return TL_OK; /* only "the root may end": no stacks to split */
+    if (n > g->cap_sp) {
+        int32_t *a = realloc(g->sp, (size_t)n * 4 * sizeof *a);
+        if (!a) return gr_nomem();
+        g->sp = a;
+        g->cap_sp = n;
+    }
+    int32_t *pair = g->sp, *plain = g->sp + 2 * n, *tops = g->sp + 3 * n; /* pair: (cut, stack) */
+    int32_t n_plain = 0, n_cut = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t x = p->pool[p->s_off[st] + i], c = gr_cut(g, x);
+        if (c < 0) plain[n_plain++] = x;
+        else pair[2 * n_cut] = c, pair[2 * n_cut + 1] = x, n_cut++;
+    }
+    if (!n_cut) return TL_OK;
+    *done = true;
+    tl_status s = TL_OK;
+    if (n_plain) {
+        int32_t ps;
+        if (!(s = gm_pda_state_of(p, plain, n_plain, false, &ps))) s = gr_whole(g, ps, w, NULL);
+    }
+    qsort(pair, (size_t)n_cut, 2 * sizeof *pair, gr_cmp_cut);
+    for (int32_t i = 0; i < n_cut && !s;) {
+        int32_t j = i, c = pair[2 * i];
+        while (j < n_cut && pair[2 * j] == c) plain[j - i] = pair[2 * j + 1], j++;
+        s = gr_group(g, plain, j - i, c, tops, w);
+        i = j;
+    }
+    return s;
 }
 
 /* The mask of state st: every text token whose bytes the automaton accepts
  * from st, plus end-of-generation tokens where the grammar may end. */
 static tl_status gr_compute(tl_grammar *g, int32_t st, uint32_t *w) {
-    const tl_grammar_vocab *v = g->v;
-    const gi_set *in;
-    tl_status s = gr_inside(g, st, &in);
-    if (s) return s;
-    if (in) memcpy(w, in->mask, (size_t)g->n_words * 4);
-    else memset(w, 0, (size_t)g->n_words * 4);
+    memset(w, 0, (size_t)g->n_words * 4);
     if (gm_pda_accepting(&g->pda, st))
         for (int32_t i = 0; i < g->n_eog; i++) w[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
-    if (!in) {
-        g->stk[0] = g->bst[0] = st;
-        return gr_walk(g, 0, v->n_nodes, w);
-    }
-    /* every exit's parent ends a character reached inside the run: st */
-    for (int32_t k = 0; k < in->n_exits && !s; k++) {
-        int32_t e = in->exits[k], d = v->nodes[e].depth;
-        g->stk[d - 1] = g->bst[d - 1] = st;
-        s = gr_walk(g, e, v->nodes[e].end, w);
-    }
-    return s;
+    bool done;
+    tl_status s = gr_split(g, st, w, &done);
+    return s || done ? s : gr_whole(g, st, w, NULL);
 }
 
 tl_status tl_grammar_mask(tl_grammar *g, const uint32_t **words) {

@@ -325,7 +325,20 @@ static tl_status rx_alt(rx *r, js_buf *b, bool *nullable) {
     }
 }
 
-tl_status js_regex(js_ctx *c, const char *re, const char *path, js_buf *b) {
+/* Whether re[i..n) is one atom that matches one character: an escape, a
+ * class, "." or a plain character. */
+static bool rx_one_char(const char *re, size_t i, size_t n) {
+    if (n - i == 1) return !strchr("()[]{}|*+?\\^$", re[i]);
+    if (n - i == 2 && re[i] == '\\') return true;
+    if (n - i < 3 || re[i] != '[' || re[n - 1] != ']') return false;
+    for (size_t k = i + 1; k < n - 1; k++) {
+        if (re[k] == '\\') k++;
+        else if (re[k] == ']' && k > i + 1) return false;
+    }
+    return true;
+}
+
+static tl_status js_regex_body(js_ctx *c, const char *re, const char *path, js_buf *b) {
     rx r = {.s = re, .i = 0, .n = strlen(re), .c = c, .path = path, .depth = 0};
     bool start = r.n && re[0] == '^';
     bool end = r.n > 1 && re[r.n - 1] == '$' && re[r.n - 2] != '\\';
@@ -340,4 +353,25 @@ tl_status js_regex(js_ctx *c, const char *re, const char *path, js_buf *b) {
     jb_str(b, " )");
     if (!end) jb_str(b, " char*");
     return TL_OK;
+}
+
+/* A pattern X+ of one character X, open at an end, matches the strings
+ * that hold an X there: X+ char* is X char*, and char* X+ is char* X.
+ * Written without the +, the parse has no loop that comes and goes with
+ * every X, so its states repeat (and its masks are cheap). */
+tl_status js_regex(js_ctx *c, const char *re, const char *path, js_buf *b) {
+    size_t n = strlen(re);
+    bool start = n && re[0] == '^';
+    bool end = n > 1 && re[n - 1] == '$' && re[n - 2] != '\\';
+    size_t i0 = start ? 1 : 0, be = end ? n - 1 : n;
+    if ((start && end) || be < i0 + 2 || re[be - 1] != '+' || re[be - 2] == '\\' || !rx_one_char(re, i0, be - 1))
+        return js_regex_body(c, re, path, b);
+    char *one = malloc(n);
+    if (!one) return tl_err(TL_ERR_NOMEM, "json schema: out of memory");
+    memcpy(one, re, be - 1);
+    memcpy(one + be - 1, re + be, n - be);
+    one[n - 1] = 0;
+    tl_status st = js_regex_body(c, one, path, b);
+    free(one);
+    return st;
 }
