@@ -28,6 +28,7 @@
  * Calls: base (cpu, fp16, threadpool), backend/cpu/attention_f16, backend/cpu/gemm (f16 rounding). */
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,8 @@ typedef struct attn_task {
     attn_kern k;
     int64_t ng;      /* query heads per item: the KV head's group, or a part of it */
     int64_t n_part;  /* head parts per KV head */
+    int64_t nkh;     /* KV heads per item: all of them when the batch is a few tokens (one pass over
+                      * whole cache rows), else 1 */
     int64_t tq;      /* batch rows per query tile */
     int64_t n_tiles; /* query tiles: m / tq rounded up */
     int64_t n_split; /* 1: an item walks all spans of its rows; else tq = 1 and one span per item */
@@ -161,41 +164,30 @@ static void attn_fold(float *M, float *L, float *O, float mx, float l, const flo
     for (int64_t e = 0; e < hd; e++) O[e] += r * o[e];
 }
 
-/* the K and V rows of KV head hk at positions [p, p + 16) clipped to pend,
- * asked for ahead of use: a head's rows are a slice of each position's
- * row, a stride the hardware prefetchers follow late */
-static void attn_prefetch(const ops_attn_args *a, const int32_t *tab, int64_t hk, int64_t p, int64_t pend) {
-    const ops_kv_view *kv = &a->kv;
-    const int64_t hd = a->head_dim, bmask = ((int64_t)1 << kv->block_shift) - 1;
-    for (int64_t i = p; i < p + ATT_TILE && i < pend; i++) {
-        const size_t off = (size_t)tab[i >> kv->block_shift] * (size_t)kv->block_stride +
-                           (size_t)(i & bmask) * (size_t)kv->row + (size_t)(hk * hd);
-        for (int64_t b = 0; b < hd * 2; b += 64) {
-            __builtin_prefetch((const char *)(kv->k + off) + b, 0, 3);
-            __builtin_prefetch((const char *)(kv->v + off) + b, 0, 3);
-        }
-    }
-}
-
-/* one KV tile at positions [tb, tb + 16) for the nr rows of a query tile
- * (row r sees [first[r], last[r]]; queries r * ng + g): the rows' lanes,
- * the f16 K/V rows converted once (lanes outside every row's clamped to
- * one they see), then each query's scores, softmax step and V sum; the
- * tile two ahead (below pend) is prefetched */
-static void attn_kv_tile(const attn_task *t, attn_buf *w, const int32_t *tab, int64_t hk, int64_t tb, int64_t pend,
-                         int64_t nr, int64_t ng, const int64_t *first, const int64_t *last) {
-    const ops_attn_args *a = t->a;
-    const ops_kv_view *kv = &a->kv;
-    const int64_t hd = a->head_dim, bmask = ((int64_t)1 << kv->block_shift) - 1;
-    int lo[ATT_Q_MAX], hi[ATT_Q_MAX], ulo = ATT_TILE, uhi = 0;
+/* the lanes of KV tile [tb, tb + 16) that each of nr rows sees (row r
+ * sees [first[r], last[r]]; lo[r] >= hi[r]: none) and their union
+ * [*ulo, *uhi) (empty: no row sees the tile) */
+static void attn_lanes(int64_t tb, int64_t nr, const int64_t *first, const int64_t *last, int *lo, int *hi, int *ulo,
+                       int *uhi) {
+    *ulo = ATT_TILE, *uhi = 0;
     for (int64_t r = 0; r < nr; r++) {
         lo[r] = first[r] > tb ? (int)(first[r] - tb) : 0;
         hi[r] = last[r] + 1 < tb + ATT_TILE ? (int)(last[r] + 1 - tb) : ATT_TILE;
         if (lo[r] >= hi[r]) continue;
-        ulo = lo[r] < ulo ? lo[r] : ulo;
-        uhi = hi[r] > uhi ? hi[r] : uhi;
+        *ulo = lo[r] < *ulo ? lo[r] : *ulo;
+        *uhi = hi[r] > *uhi ? hi[r] : *uhi;
     }
-    if (ulo >= uhi) return; /* no row sees this tile */
+}
+
+/* KV head hk's tile at positions [tb, tb + 16) for the nr rows of a query
+ * tile (lanes from attn_lanes; row r's queries q0 + r ng + g): the f16 K/V
+ * rows converted once (lanes outside the union clamped into it), then
+ * each query's scores, softmax step and V sum */
+static void attn_kv_tile(const attn_task *t, attn_buf *w, const int32_t *tab, int64_t hk, int64_t tb, int64_t nr,
+                         int64_t ng, int64_t q0, const int *lo, const int *hi, int ulo, int uhi) {
+    const ops_attn_args *a = t->a;
+    const ops_kv_view *kv = &a->kv;
+    const int64_t hd = a->head_dim, bmask = ((int64_t)1 << kv->block_shift) - 1;
     const uint16_t *kr[ATT_TILE], *vr[ATT_TILE];
     const bool one_block = tb >> kv->block_shift == (tb + ATT_TILE - 1) >> kv->block_shift;
     const size_t base = (size_t)tab[tb >> kv->block_shift] * (size_t)kv->block_stride +
@@ -208,48 +200,74 @@ static void attn_kv_tile(const attn_task *t, attn_buf *w, const int32_t *tab, in
         kr[i] = kv->k + off;
         vr[i] = kv->v + off;
     }
-    attn_prefetch(a, tab, hk, tb + 2 * ATT_TILE, pend);
     t->k.cvt(kr, hd, w->kt);
     t->k.cvt(vr, hd, w->vt);
     for (int64_t r = 0; r < nr; r++) {
         if (lo[r] >= hi[r]) continue;
-        const int64_t q0 = r * ng;
+        const int64_t qi = q0 + r * ng;
         if (t->k.tile)
-            t->k.tile(w->kt, w->vt, w->q + q0 * hd, ng, hd, lo[r], hi[r], a->scale, w->mx + q0, w->l + q0, w->o + q0 * hd);
+            t->k.tile(w->kt, w->vt, w->q + qi * hd, ng, hd, lo[r], hi[r], a->scale, w->mx + qi, w->l + qi, w->o + qi * hd);
         else
-            attn_tile_parts(&t->k, w->kt, w->vt, w->q + q0 * hd, ng, hd, lo[r], hi[r], a->scale, w->mx + q0, w->l + q0,
-                            w->o + q0 * hd);
+            attn_tile_parts(&t->k, w->kt, w->vt, w->q + qi * hd, ng, hd, lo[r], hi[r], a->scale, w->mx + qi, w->l + qi,
+                            w->o + qi * hd);
     }
 }
 
-/* batch rows [r0, r1) of one sequence, query heads h0..h0+ng (KV head hk):
- * all their spans in order (split: only span c of the one row, its state
- * written to the partial results) */
-static void attn_group(const attn_task *t, attn_buf *w, int64_t r0, int64_t r1, int64_t hk, int64_t h0, int64_t ng,
+/* the K and V rows of KV heads [hk, hk + nkh) at positions [p, p + 16)
+ * below pend, asked for ahead of use (the loop is not a function of its
+ * own: GCC drops calls to a function that only prefetches) */
+#define ATT_PREFETCH(a, tab, hk, nkh, p0, pend)                                                                    \
+    for (int64_t p_ = (p0); p_ < (p0) + ATT_TILE && p_ < (pend); p_++) {                                           \
+        const ops_kv_view *kv_ = &(a)->kv;                                                                         \
+        const size_t off_ = (size_t)(tab)[p_ >> kv_->block_shift] * (size_t)kv_->block_stride +                   \
+                            (size_t)(p_ & (((int64_t)1 << kv_->block_shift) - 1)) * (size_t)kv_->row +            \
+                            (size_t)((hk) * (a)->head_dim);                                                        \
+        const char *k_ = (const char *)(kv_->k + off_), *v_ = (const char *)(kv_->v + off_);                      \
+        for (int64_t b_ = 0; b_ < (nkh) * (a)->head_dim * 2; b_ += 64)                                             \
+            __builtin_prefetch(k_ + b_, 0, 3), __builtin_prefetch(v_ + b_, 0, 3);                                  \
+    }
+
+/* batch rows [r0, r1) of one sequence, KV heads [hk0, hk0 + nkh), part hp
+ * of each one's query heads: all their spans in order (split: only span c
+ * of the one row, its state written to the partial results). Query
+ * (head part g of KV head hk0 + kh, row r) is index (kh nr + r) ng + g. */
+static void attn_group(const attn_task *t, attn_buf *w, int64_t r0, int64_t r1, int64_t hk0, int64_t nkh, int64_t hp,
                        int64_t c) {
     const ops_attn_args *a = t->a;
-    const int64_t hd = a->head_dim, nr = r1 - r0, nq = nr * ng;
+    const int64_t hd = a->head_dim, nr = r1 - r0, group = a->n_head / a->n_head_kv, hoff = hp * t->ng;
+    const int64_t ng = group - hoff < t->ng ? group - hoff : t->ng, nq = nkh * nr * ng;
     const int32_t *tab = a->kv.table + (size_t)a->seq[r0] * (size_t)a->kv.table_stride;
     int64_t first[ATT_Q_MAX], last[ATT_Q_MAX], lo = INT64_MAX, hi = -1;
     for (int64_t r = 0; r < nr; r++) {
         attn_range(a, r0 + r, &first[r], &last[r]);
         lo = first[r] < lo ? first[r] : lo;
         hi = last[r] > hi ? last[r] : hi;
-        attn_round_q(a, r0 + r, h0, ng, w->q + r * ng * hd);
+        for (int64_t kh = 0; kh < nkh; kh++)
+            attn_round_q(a, r0 + r, (hk0 + kh) * group + hoff, ng, w->q + ((kh * nr + r) * ng) * hd);
     }
     for (int64_t qi = 0; qi < nq; qi++) w->M[qi] = -INFINITY, w->L[qi] = 0.0f;
     memset(w->O, 0, sizeof(float) * (size_t)(nq * hd));
     const int64_t sa = t->n_split > 1 ? lo / ATT_SPAN + c : lo / ATT_SPAN;
     const int64_t sb = t->n_split > 1 ? sa + 1 : hi / ATT_SPAN + 1;
+    int tlo[ATT_Q_MAX], thi[ATT_Q_MAX], ulo, uhi;
     for (int64_t sp = sa; sp < sb; sp++) {
         for (int64_t qi = 0; qi < nq; qi++) w->mx[qi] = -INFINITY, w->l[qi] = 0.0f;
         memset(w->o, 0, sizeof(float) * (size_t)(nq * hd));
         const int64_t p0 = sp * ATT_SPAN > lo ? sp * ATT_SPAN : lo & ~(int64_t)(ATT_TILE - 1);
         const int64_t p1 = (sp + 1) * ATT_SPAN < hi + 1 ? (sp + 1) * ATT_SPAN : hi + 1;
-        for (int64_t tb = p0; tb < p1; tb += ATT_TILE) attn_kv_tile(t, w, tab, hk, tb, hi + 1, nr, ng, first, last);
+        for (int64_t tb = p0; tb < p1; tb += ATT_TILE) {
+            attn_lanes(tb, nr, first, last, tlo, thi, &ulo, &uhi);
+            if (ulo >= uhi) continue; /* no row sees this tile */
+            /* two tiles ahead: a head's rows are a slice of each
+             * position's row, a stride the hardware prefetchers follow late */
+            ATT_PREFETCH(a, tab, hk0, nkh, tb + 2 * ATT_TILE, hi + 1);
+            for (int64_t kh = 0; kh < nkh; kh++)
+                attn_kv_tile(t, w, tab, hk0 + kh, tb, nr, ng, kh * nr * ng, tlo, thi, ulo, uhi);
+        }
         for (int64_t qi = 0; qi < nq; qi++) {
             if (t->n_split > 1) {
-                float *pp = t->part + ((r0 * a->n_head + h0 + qi) * t->n_split + c) * (2 + hd);
+                const int64_t kh = qi / ng, h = (hk0 + kh) * group + hoff + qi % ng; /* nr = 1 */
+                float *pp = t->part + ((r0 * a->n_head + h) * t->n_split + c) * (2 + hd);
                 pp[0] = w->mx[qi];
                 pp[1] = w->l[qi];
                 memcpy(pp + 2, w->o + qi * hd, sizeof(float) * (size_t)hd);
@@ -259,34 +277,34 @@ static void attn_group(const attn_task *t, attn_buf *w, int64_t r0, int64_t r1, 
         }
     }
     if (t->n_split > 1) return;
-    for (int64_t r = 0; r < nr; r++)
-        for (int64_t g = 0; g < ng; g++) {
-            const int64_t qi = r * ng + g;
-            float *out = a->out + ((r0 + r) * a->n_head + h0 + g) * hd;
-            const float inv = 1.0f / w->L[qi];
-            for (int64_t e = 0; e < hd; e++) out[e] = w->O[qi * hd + e] * inv;
-        }
+    for (int64_t kh = 0; kh < nkh; kh++)
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t g = 0; g < ng; g++) {
+                const int64_t qi = (kh * nr + r) * ng + g, h = (hk0 + kh) * group + hoff + g;
+                float *out = a->out + ((r0 + r) * a->n_head + h) * hd;
+                const float inv = 1.0f / w->L[qi];
+                for (int64_t e = 0; e < hd; e++) out[e] = w->O[qi * hd + e] * inv;
+            }
 }
 
 static void attn_run(void *arg, int ith, int nth) {
     const attn_task *t = arg;
     const ops_attn_args *a = t->a;
-    const int64_t hd = a->head_dim, group = a->n_head / a->n_head_kv, qf = t->tq * t->ng * hd;
+    const int64_t hd = a->head_dim, qf = t->nkh * t->tq * t->ng * hd, n_kvg = a->n_head_kv / t->nkh;
     float *s = t->scratch + (size_t)ith * t->scratch_n;
     attn_buf w = {.kt = s, .vt = s + ATT_TILE * hd, .q = s + 2 * ATT_TILE * hd};
     w.o = w.q + qf, w.O = w.o + qf, w.mx = w.O + qf;
     w.l = w.mx + ATT_Q_MAX, w.M = w.l + ATT_Q_MAX, w.L = w.M + ATT_Q_MAX;
-    const int64_t n_items = t->n_tiles * a->n_head_kv * t->n_part * t->n_split;
+    const int64_t n_items = t->n_tiles * n_kvg * t->n_part * t->n_split;
     for (int64_t it = ith; it < n_items; it += nth) {
-        const int64_t c = it % t->n_split, x = it / t->n_split, hp = x % t->n_part, hk = x / t->n_part % a->n_head_kv;
-        const int64_t tile = x / t->n_part / a->n_head_kv, h0 = hk * group + hp * t->ng;
-        const int64_t ng = (hk + 1) * group - h0 < t->ng ? (hk + 1) * group - h0 : t->ng;
+        const int64_t c = it % t->n_split, x = it / t->n_split, hp = x % t->n_part, kg = x / t->n_part % n_kvg;
+        const int64_t tile = x / t->n_part / n_kvg;
         const int64_t r0 = tile * t->tq, r1 = r0 + t->tq < a->m ? r0 + t->tq : a->m;
         if (t->n_split > 1 && c >= attn_n_spans(a, r0)) continue; /* this token has fewer spans */
         /* the tile's rows in runs of one sequence */
         for (int64_t rs = r0, re; rs < r1; rs = re) {
             for (re = rs + 1; re < r1 && a->seq[re] == a->seq[rs];) re++;
-            attn_group(t, &w, rs, re, hk, h0, ng, c);
+            attn_group(t, &w, rs, re, kg * t->nkh, t->nkh, hp, c);
         }
     }
 }
@@ -330,15 +348,27 @@ tl_status ops_attention_paged(ops_ctx *c, const ops_attn_args *a) {
     if (t.ng * hd > ATT_Q_FLOATS) t.ng = ATT_Q_FLOATS / hd;
     t.n_part = (group + t.ng - 1) / t.ng;
     t.tq = ATT_Q_FLOATS / (t.ng * hd) < ATT_Q_MAX / t.ng ? ATT_Q_FLOATS / (t.ng * hd) : ATT_Q_MAX / t.ng;
-    /* spans run as items of their own when (token, KV head) pairs are
-     * fewer than 4 per thread (decode); the result is the same either way */
+    t.nkh = 1;
+    /* a few tokens (decode): each item takes all KV heads that fit, one
+     * row per tile, so that it reads whole cache rows in one pass (a
+     * head's slice alone is a strided read at a third of the bandwidth);
+     * spans run as items of their own when that leaves fewer than 4 items
+     * per thread. The result is the same either way. */
     int64_t ns = 1;
     for (int64_t j = 0; j < a->m; j++) ns = attn_n_spans(a, j) > ns ? attn_n_spans(a, j) : ns;
-    if (nth > 1 && a->m * a->n_head_kv < 4 * nth && ns > 1) t.n_split = ns, t.tq = 1;
+    if (a->m * a->n_head_kv < 4 * nth || a->m <= 4) {
+        t.tq = 1;
+        for (int64_t d = a->n_head_kv; d >= 1; d--)
+            if (a->n_head_kv % d == 0 && d * t.ng * hd <= ATT_Q_FLOATS && d * t.ng <= ATT_Q_MAX) {
+                t.nkh = d;
+                break;
+            }
+        if (nth > 1 && a->m * (a->n_head_kv / t.nkh) * t.n_part < 4 * nth && ns > 1) t.n_split = ns;
+    }
     t.n_tiles = (a->m + t.tq - 1) / t.tq;
     /* per thread: KV tile, queries and outputs, four [ATT_Q_MAX] states;
      * 64-byte multiples so threads do not share cache lines */
-    t.scratch_n = ((size_t)(2 * ATT_TILE * hd + 3 * t.tq * t.ng * hd + 4 * ATT_Q_MAX) + 15) & ~(size_t)15;
+    t.scratch_n = ((size_t)(2 * ATT_TILE * hd + 3 * t.nkh * t.tq * t.ng * hd + 4 * ATT_Q_MAX) + 15) & ~(size_t)15;
     const size_t n_part = t.n_split > 1 ? (size_t)(a->m * a->n_head * ns * (2 + hd)) : 0;
     const size_t need = (size_t)nth * t.scratch_n + n_part + 16;
     if (need > c->attp_n) {
