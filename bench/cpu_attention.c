@@ -43,11 +43,24 @@ static int run_case(tl_threadpool *tp, const shape *sh, uint16_t *kv, int32_t *t
     for (int64_t j = 0; j < m; j++) pos[j] = (int32_t)(pos0 + j);
     ops_ctx c;
     if (ops_ctx_init(&c, tp, m, 64, pos0 + m)) return 1;
-    ops_attn_args a = {.q = q, .q_stride = sh->n_head * sh->hd, .m = m, .pos = pos, .seq = seq,
-                       .kv = {.k = kv, .v = kv + bs * kvd, .block_stride = 2 * bs * kvd, .row = kvd, .block_shift = 8,
-                              .table = table, .table_stride = nblk},
-                       .n_head = sh->n_head, .n_head_kv = sh->n_head_kv, .head_dim = sh->hd, .window = sh->window,
-                       .scale = 1.0f / sqrtf((float)sh->hd), .out = out};
+    ops_attn_args a = {.q = q,
+                       .q_stride = sh->n_head * sh->hd,
+                       .m = m,
+                       .pos = pos,
+                       .seq = seq,
+                       .kv = {.k = kv,
+                              .v = kv + bs * kvd,
+                              .block_stride = 2 * bs * kvd,
+                              .row = kvd,
+                              .block_shift = 8,
+                              .table = table,
+                              .table_stride = nblk},
+                       .n_head = sh->n_head,
+                       .n_head_kv = sh->n_head_kv,
+                       .head_dim = sh->hd,
+                       .window = sh->window,
+                       .scale = 1.0f / sqrtf((float)sh->hd),
+                       .out = out};
     *cpu = *wall = 1e30;
     const int reps = m == 1 ? 30 : 1; /* decode: 30 calls (one per layer of a 30-layer model) per run */
     for (int r = 0; r < 8; r++) {
@@ -76,13 +89,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_cpu_attention [DEPTH [PROMPT [THREADS]]]\n");
         return 2;
     }
-    const shape shapes[] = {{"smollm2-135m", 9, 3, 64, 0}, {"gemma3-270m global", 4, 1, 256, 0},
-                            {"gemma3-270m window", 4, 1, 256, 512}};
+    const shape shapes[] = {
+        {"smollm2-135m", 9, 3, 64, 0}, {"gemma3-270m global", 4, 1, 256, 0}, {"gemma3-270m window", 4, 1, 256, 512}};
     tl_threadpool *tp1, *tpn;
-    if (tl_threadpool_init(1, &tp1) || tl_threadpool_init(nth, &tpn)) return fprintf(stderr, "%s\n", tl_last_error()), 1;
-    printf("kernel sets up to %s; decode: 30 calls (one token, 30 layers' caches) at depth %lld; prompt: one call of %lld "
-           "tokens; best of 7\n",
-           tl_cpu_level_name(tl_cpu_detected_level()), (long long)depth, (long long)prompt);
+    if (tl_threadpool_init(1, &tp1) || tl_threadpool_init(nth, &tpn))
+        return fprintf(stderr, "%s\n", tl_last_error()), 1;
+    printf(
+        "kernel sets up to %s; decode: 30 calls (one token, 30 layers' caches) at depth %lld; prompt: one call of %lld "
+        "tokens; best of 7\n",
+        tl_cpu_level_name(tl_cpu_detected_level()), (long long)depth, (long long)prompt);
     printf("%-20s %-7s %-14s %12s %12s %12s %8s\n", "shape", "kernels", "case", "1t cpu ms", "1t wall ms", "Nt wall ms",
            "1t/Nt");
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {

@@ -22,9 +22,11 @@
  * rounded to f16, as the reference engine's CPU path does with an f16 KV
  * cache.
  *
- * Work items are (query tile, KV head, head part, span when split), dealt
- * to the threads round robin. Each thread's tile buffers and the split
- * spans' partial states live in the op context's attention scratch.
+ * Work items are (query tile, KV heads, head part, span when split), dealt
+ * to the threads round robin: one KV head per item for a prompt, all of
+ * them for a few tokens (decode), so that an item reads whole cache rows.
+ * Each thread's tile buffers and the split spans' partial states live in
+ * the op context's attention scratch.
  * Calls: base (cpu, fp16, threadpool), backend/cpu/attention_f16, backend/cpu/gemm (f16 rounding). */
 #include <math.h>
 #include <stdbool.h>
@@ -48,7 +50,7 @@
 
 typedef struct attn_kern {
     attn_cvt_fn cvt;
-    attn_tile_fn tile;     /* NULL: composed of scores and accum (attn_tile_parts) */
+    attn_tile_fn tile; /* NULL: composed of scores and accum (attn_tile_parts) */
     attn_scores_fn scores;
     attn_accum_fn accum;
 } attn_kern;
@@ -70,7 +72,7 @@ typedef struct attn_task {
 
 /* a thread's view of its tile buffers */
 typedef struct attn_buf {
-    float *kt, *vt;        /* [16][hd] the KV tile in f32 */
+    float *kt, *vt;        /* [16 x hd] the KV tile in f32 (the level's layout) */
     float *q, *o, *O;      /* [nq][hd] queries (f16-rounded), span outputs, running outputs */
     float *mx, *l, *M, *L; /* [ATT_Q_MAX] span and running max and sum */
 } attn_buf;
@@ -110,8 +112,8 @@ static void accum_ref(float *o, const float *p, const float *vt, int64_t hd, int
 }
 
 /* attn_tile_fn from a level's scores and accum and the scalar softmax */
-static void attn_tile_parts(const attn_kern *k, const float *kt, const float *vt, const float *q, int64_t ng, int64_t hd,
-                            int lo, int hi, float scale, float *mx, float *l, float *o) {
+static void attn_tile_parts(const attn_kern *k, const float *kt, const float *vt, const float *q, int64_t ng,
+                            int64_t hd, int lo, int hi, float scale, float *mx, float *l, float *o) {
     for (int64_t g = 0; g < ng; g++, q += hd, o += hd) {
         float s[ATT_TILE];
         k->scores(kt, q, hd, s);
@@ -206,7 +208,8 @@ static void attn_kv_tile(const attn_task *t, attn_buf *w, const int32_t *tab, in
         if (lo[r] >= hi[r]) continue;
         const int64_t qi = q0 + r * ng;
         if (t->k.tile)
-            t->k.tile(w->kt, w->vt, w->q + qi * hd, ng, hd, lo[r], hi[r], a->scale, w->mx + qi, w->l + qi, w->o + qi * hd);
+            t->k.tile(w->kt, w->vt, w->q + qi * hd, ng, hd, lo[r], hi[r], a->scale, w->mx + qi, w->l + qi,
+                      w->o + qi * hd);
         else
             attn_tile_parts(&t->k, w->kt, w->vt, w->q + qi * hd, ng, hd, lo[r], hi[r], a->scale, w->mx + qi, w->l + qi,
                             w->o + qi * hd);
@@ -216,15 +219,15 @@ static void attn_kv_tile(const attn_task *t, attn_buf *w, const int32_t *tab, in
 /* the K and V rows of KV heads [hk, hk + nkh) at positions [p, p + 16)
  * below pend, asked for ahead of use (the loop is not a function of its
  * own: GCC drops calls to a function that only prefetches) */
-#define ATT_PREFETCH(a, tab, hk, nkh, p0, pend)                                                                    \
-    for (int64_t p_ = (p0); p_ < (p0) + ATT_TILE && p_ < (pend); p_++) {                                           \
-        const ops_kv_view *kv_ = &(a)->kv;                                                                         \
-        const size_t off_ = (size_t)(tab)[p_ >> kv_->block_shift] * (size_t)kv_->block_stride +                   \
-                            (size_t)(p_ & (((int64_t)1 << kv_->block_shift) - 1)) * (size_t)kv_->row +            \
-                            (size_t)((hk) * (a)->head_dim);                                                        \
-        const char *k_ = (const char *)(kv_->k + off_), *v_ = (const char *)(kv_->v + off_);                      \
-        for (int64_t b_ = 0; b_ < (nkh) * (a)->head_dim * 2; b_ += 64)                                             \
-            __builtin_prefetch(k_ + b_, 0, 3), __builtin_prefetch(v_ + b_, 0, 3);                                  \
+#define ATT_PREFETCH(a, tab, hk, nkh, p0, pend)                                                                        \
+    for (int64_t p_ = (p0); p_ < (p0) + ATT_TILE && p_ < (pend); p_++) {                                               \
+        const ops_kv_view *kv_ = &(a)->kv;                                                                             \
+        const size_t off_ = (size_t)(tab)[p_ >> kv_->block_shift] * (size_t)kv_->block_stride +                        \
+                            (size_t)(p_ & (((int64_t)1 << kv_->block_shift) - 1)) * (size_t)kv_->row +                 \
+                            (size_t)((hk) * (a)->head_dim);                                                            \
+        const char *k_ = (const char *)(kv_->k + off_), *v_ = (const char *)(kv_->v + off_);                           \
+        for (int64_t b_ = 0; b_ < (nkh) * (a)->head_dim * 2; b_ += 64)                                                 \
+            __builtin_prefetch(k_ + b_, 0, 3), __builtin_prefetch(v_ + b_, 0, 3);                                      \
     }
 
 /* batch rows [r0, r1) of one sequence, KV heads [hk0, hk0 + nkh), part hp

@@ -1,11 +1,13 @@
 /* backend/cpu/attention_f16: the inner loops of CPU attention, per kernel
  * level, over one KV tile of 16 positions (lane i = position p0 + i, p0 a
- * multiple of 16) whose f16 K and V rows were converted once to f32
- * [16][hd] for every query that reads them:
- *   cvt:     t [16][hd] <- rows[0..16) (f16 -> f32, exact);
+ * multiple of 16) whose f16 K and V rows were converted once to f32 for
+ * every query that reads them:
+ *   cvt:     t <- rows[0..16) (f16 -> f32, exact), laid out as the level's
+ *            tile reads it: [16][hd] for the scalar and AVX2 levels,
+ *            [hd / 16][16][16] for AVX-512;
  *   scores:  s[i] = dot(kt[i], q) for all 16 rows (q f32 holding
- *            f16-rounded values);
- *   accum:   o [hd] += sum over lo <= i < hi of p[i] vt[i];
+ *            f16-rounded values; [16][hd] tiles);
+ *   accum:   o [hd] += sum over lo <= i < hi of p[i] vt[i] ([16][hd]);
  *   tile:    for each of ng queries (q, o [ng][hd]; mx, l [ng]) seeing
  *            lanes [lo, hi): its scores times scale, the running max mx
  *            raised to the tile's if higher (l and o scaled by

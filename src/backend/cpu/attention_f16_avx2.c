@@ -33,7 +33,8 @@ void attn_scores_avx2(const float *kt, const float *q, int64_t hd, float *s) {
 void attn_accum_avx2(float *o, const float *p, const float *vt, int64_t hd, int lo, int hi) {
     for (int64_t e = 0; e < hd; e += 8) {
         __m256 acc = _mm256_loadu_ps(o + e);
-        for (int i = lo; i < hi; i++) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(vt + i * hd + e), acc);
+        for (int i = lo; i < hi; i++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(vt + i * hd + e), acc);
         _mm256_storeu_ps(o + e, acc);
     }
 }

@@ -58,7 +58,7 @@ static inline __m512 scores16(const float *kt, const float *q, int64_t hd) {
     for (int64_t e = 0; e < hd; e += 16) {
         const __m512 qv = _mm512_loadu_ps(q + e);
         const float *k = kt + e * ATT_TILE;
-#define ATT_ROW(i) a##i = _mm512_fmadd_ps(_mm512_loadu_ps(k + (i) * 16), qv, a##i)
+#define ATT_ROW(i) a##i = _mm512_fmadd_ps(_mm512_loadu_ps(k + (i)*16), qv, a##i)
         ATT_ROW(0), ATT_ROW(1), ATT_ROW(2), ATT_ROW(3), ATT_ROW(4), ATT_ROW(5), ATT_ROW(6), ATT_ROW(7);
         ATT_ROW(8), ATT_ROW(9), ATT_ROW(10), ATT_ROW(11), ATT_ROW(12), ATT_ROW(13), ATT_ROW(14), ATT_ROW(15);
 #undef ATT_ROW
@@ -73,7 +73,8 @@ static inline __m512 scores16(const float *kt, const float *q, int64_t hd) {
 /* o [64] = f o + sum_i p[i] vt[i] over one 64-float block of the head */
 static inline void accum64(float *o, __m512 f, const float *p, const float *vt, int lo, int hi) {
     __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(o), f), a1 = _mm512_mul_ps(_mm512_loadu_ps(o + 16), f);
-    __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(o + 32), f), a3 = _mm512_mul_ps(_mm512_loadu_ps(o + 48), f), b0 = _mm512_setzero_ps(), b1 = b0, b2 = b0, b3 = b0;
+    __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(o + 32), f), a3 = _mm512_mul_ps(_mm512_loadu_ps(o + 48), f),
+           b0 = _mm512_setzero_ps(), b1 = b0, b2 = b0, b3 = b0;
     int i = lo;
     for (; i + 2 <= hi; i += 2) {
         const __m512 p0 = _mm512_set1_ps(p[i]), p1 = _mm512_set1_ps(p[i + 1]);
@@ -122,7 +123,8 @@ void attn_tile_avx512(const float *kt, const float *vt, const float *q, int64_t 
          * max rises at unpredictable tiles): 1 when it stays, about 1e-38
          * on a span's first tile, where l and o are still 0 */
         const float bm = _mm512_mask_reduce_max_ps(k, x), m = bm > mx[g] ? bm : mx[g];
-        const __m512 fv = exp16(_mm512_set1_ps(mx[g] - m)), e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(x, _mm512_set1_ps(m))));
+        const __m512 fv = exp16(_mm512_set1_ps(mx[g] - m)),
+                     e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(x, _mm512_set1_ps(m))));
         float p[ATT_TILE];
         _mm512_storeu_ps(p, e);
         mx[g] = m;
