@@ -152,7 +152,7 @@ static int64_t attn_n_spans(const ops_attn_args *a, int64_t j) {
 
 /* fold a span's (mx, l, o) into the running (M, L, O), spans in position
  * order (the same arithmetic whether or not spans ran apart) */
-static void attn_fold(float *M, float *L, float *O, float mx, float l, const float *o, int64_t hd) {
+static void attn_fold(float *M, float *L, float *restrict O, float mx, float l, const float *restrict o, int64_t hd) {
     if (l == 0.0f) return; /* an empty span */
     if (mx > *M) {
         const float r = expf(*M - mx); /* 0 for the first span */
@@ -352,14 +352,18 @@ tl_status ops_attention_paged(ops_ctx *c, const ops_attn_args *a) {
     t.n_part = (group + t.ng - 1) / t.ng;
     t.tq = ATT_Q_FLOATS / (t.ng * hd) < ATT_Q_MAX / t.ng ? ATT_Q_FLOATS / (t.ng * hd) : ATT_Q_MAX / t.ng;
     t.nkh = 1;
-    /* a few tokens (decode): each item takes all KV heads that fit, one
-     * row per tile, so that it reads whole cache rows in one pass (a
-     * head's slice alone is a strided read at a third of the bandwidth);
-     * spans run as items of their own when that leaves fewer than 4 items
-     * per thread. The result is the same either way. */
-    int64_t ns = 1;
-    for (int64_t j = 0; j < a->m; j++) ns = attn_n_spans(a, j) > ns ? attn_n_spans(a, j) : ns;
-    if (a->m * a->n_head_kv < 4 * nth || a->m <= 4) {
+    /* decode (a few tokens, or sequences of fewer than 4 tokens each): each
+     * item takes all KV heads that fit, one row per tile, so that it reads
+     * whole cache rows in one pass (a head's slice alone is a strided read
+     * at a third of the bandwidth); spans run as items of their own when
+     * that leaves fewer than 4 items per thread. The result is the same
+     * either way. */
+    int64_t ns = 1, runs = 1;
+    for (int64_t j = 0; j < a->m; j++) {
+        ns = attn_n_spans(a, j) > ns ? attn_n_spans(a, j) : ns;
+        runs += j > 0 && a->seq[j] != a->seq[j - 1];
+    }
+    if (a->m * a->n_head_kv < 4 * nth || 4 * runs > a->m) {
         t.tq = 1;
         for (int64_t d = a->n_head_kv; d >= 1; d--)
             if (a->n_head_kv % d == 0 && d * t.ng * hd <= ATT_Q_FLOATS && d * t.ng <= ATT_Q_MAX) {
