@@ -165,7 +165,7 @@ if os.path.exists(MODEL):
                            capture_output=True, timeout=300)
         got = r.stdout[len(prompt.encode()):]
         check(r.returncode == 0 and shifts >= 2 and f"{shifts} context shifts".encode() in r.stderr
-              and (tied or got.rstrip(b"\n") == out),
+              and (tied or got.rstrip(b"\n") == out.rstrip(b"\n")),
               f"context shift matches the reference ({shifts} shifts{', near-tie: not compared' if tied else ''}): "
               f"{got!r} vs {out!r}")
     except ImportError:

@@ -87,8 +87,8 @@ static void test_matmul(tl_threadpool *tp, tl_type type, int64_t k, int64_t n, i
  * bs scattered over the pool in a shuffled order, and the batch interleaves
  * the two sequences' tokens; the reference reads the same values from plain
  * position-major arrays. */
-static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
-                           int64_t hd, int64_t window) {
+static void test_attention_x(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
+                             int64_t hd, int64_t window, bool blocked) {
     const int64_t n_kv = pos0 + m, kvd = n_head_kv * hd, bs = 16, nseq = 2;
     const int64_t nblk = (n_kv + bs - 1) / bs, pool = nseq * nblk;
     float *q = malloc(sizeof(float) * (size_t)(nseq * m * n_head * hd));
@@ -113,10 +113,14 @@ static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n
             memcpy(blk + (p % bs) * kvd, kc + (s * n_kv + p) * kvd, (size_t)kvd * 2);
             memcpy(blk + (bs + p % bs) * kvd, vc + (s * n_kv + p) * kvd, (size_t)kvd * 2);
         }
-    /* batch rows: token j of sequence s at row 2 j + s */
+    /* batch rows: token j of sequence s at row 2 j + s, or (blocked, as a
+     * prompt is laid out) at row s m + j */
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)(nseq * m)), *seq = malloc(sizeof(int32_t) * (size_t)(nseq * m));
     for (int64_t j = 0; j < m; j++)
-        for (int64_t s = 0; s < nseq; s++) pos[2 * j + s] = (int32_t)(pos0 + j), seq[2 * j + s] = (int32_t)s;
+        for (int64_t s = 0; s < nseq; s++) {
+            const int64_t row = blocked ? s * m + j : 2 * j + s;
+            pos[row] = (int32_t)(pos0 + j), seq[row] = (int32_t)s;
+        }
     float *out = malloc(sizeof(float) * (size_t)(nseq * m * n_head * hd));
     ops_ctx c;
     ops_ctx_init(&c, tp, 1, 16, n_kv);
@@ -137,14 +141,14 @@ static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n
         CHECK(ops_attention_paged(&c, &a1) == TL_OK, "attention alone: %s", tl_last_error());
         n_diff += memcmp(one, out + row * n_head * hd, sizeof(float) * (size_t)(n_head * hd)) != 0;
     }
-    CHECK(n_diff == 0, "attention m=%lld pos0=%lld: %d rows differ alone and in the batch", (long long)m,
-          (long long)pos0, n_diff);
+    CHECK(n_diff == 0, "attention m=%lld pos0=%lld%s: %d rows differ alone and in the batch", (long long)m,
+          (long long)pos0, blocked ? " blocked" : "", n_diff);
     free(one);
     double max_err = 0;
     double *sc = malloc(sizeof(double) * (size_t)n_kv);
     for (int64_t row = 0; row < nseq * m; row++)
         for (int64_t h = 0; h < n_head; h++) {
-            const int64_t s = seq[row], j = row / 2;
+            const int64_t s = seq[row], j = pos[row] - pos0;
             const uint16_t *ks = kc + s * n_kv * kvd, *vs = vc + s * n_kv * kvd;
             int64_t hk = h / (n_head / n_head_kv), len = pos0 + j + 1;
             int64_t t0 = window > 0 && len > window ? len - window : 0;
@@ -166,11 +170,36 @@ static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n
                 if (!(e <= max_err)) max_err = isnan(e) ? INFINITY : e;
             }
         }
-    CHECK(max_err < 1e-5, "paged attention m=%lld pos0=%lld heads %lld/%lld hd=%lld window %lld: max err %g",
-          (long long)m, (long long)pos0, (long long)n_head, (long long)n_head_kv, (long long)hd, (long long)window,
-          max_err);
+    CHECK(max_err < 1e-5, "paged attention m=%lld pos0=%lld%s heads %lld/%lld hd=%lld window %lld: max err %g",
+          (long long)m, (long long)pos0, blocked ? " blocked" : "", (long long)n_head, (long long)n_head_kv,
+          (long long)hd, (long long)window, max_err);
     ops_ctx_free(&c);
     free(q), free(kc), free(vc), free(kvp), free(perm), free(table), free(pos), free(seq), free(out), free(sc);
+}
+
+static void test_attention(tl_threadpool *tp, int64_t m, int64_t pos0, int64_t n_head, int64_t n_head_kv,
+                           int64_t hd, int64_t window) {
+    test_attention_x(tp, m, pos0, n_head, n_head_kv, hd, window, false);
+}
+
+/* Prompt attention in query tiles: each sequence's tokens in consecutive
+ * rows (so a tile holds many rows of one sequence, and the tile boundary
+ * falls inside a sequence), prompt lengths that are not multiples of the
+ * 16-position KV tile or the 128-position span, GQA groups of 1, 3 and 4,
+ * the sliding window, at 1 and 3 threads (whose splits differ). */
+static void test_attention_prompt(void) {
+    for (int nt = 1; nt <= 3; nt += 2) {
+        tl_threadpool *tpn;
+        CHECK(tl_threadpool_init(nt, &tpn) == TL_OK, "threadpool %d", nt);
+        test_attention_x(tpn, 37, 0, 9, 3, 64, 0, true);    /* SmolLM2's heads */
+        test_attention_x(tpn, 150, 0, 9, 3, 64, 0, true);   /* more than one query tile and span */
+        test_attention_x(tpn, 45, 100, 4, 1, 256, 0, true); /* gemma3's heads, after 100 cached */
+        test_attention_x(tpn, 70, 0, 4, 1, 256, 33, true);  /* gemma3's sliding window */
+        test_attention_x(tpn, 29, 5, 2, 2, 32, 0, true);    /* no GQA */
+        test_attention_x(tpn, 21, 0, 4, 2, 40, 0, true);    /* head_dim not a multiple of 16 (AVX2 / scalar) */
+        test_attention_x(tpn, 3, 300, 8, 2, 80, 0, true);   /* 64 + 16 wide heads; a short batch at depth */
+        tl_threadpool_free(tpn);
+    }
 }
 
 typedef struct { int *hits; int n; } tp_arg;
@@ -275,6 +304,7 @@ static void test_level(tl_threadpool *tp) {
     test_attention(tp, 1, 300, 4, 1, 64, 512); /* window wider than the context */
     test_attention(tp, 1, 63, 2, 1, 16, 64);  /* exactly at the boundary */
     test_attention(tp, 2, 1000, 4, 1, 64, 0); /* decode at depth: positions split over threads */
+    test_attention_prompt();
 }
 
 int main(void) {
