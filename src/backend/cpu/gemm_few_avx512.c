@@ -1,0 +1,206 @@
+/* AVX-512 VNNI bodies of the few-token kernels (2..GEMM_FEW_MAX tokens; see
+ * gemm.h).
+ *
+ * Tokens sit in the vector lanes: a 512-bit vector holds 4 tokens x 4 int32
+ * lanes, and a weight block's 16-byte half, broadcast to all four 128-bit
+ * lanes, meets the 4 tokens' same 16 activation bytes in one vpdpbusd. So a
+ * block is unpacked once per row (no packing into panels, which only pays
+ * off over many tokens) and serves every token group, and one convert and
+ * one FMA scale 4 tokens' block sums at once.
+ *
+ * The group table (gemm_few_prep_avx512) holds, per block and 4-token
+ * group, 4 vectors: the tokens' element bytes 0..15 and 16..31 side by
+ * side, their d_y (each repeated in its token's 4 lanes), and either
+ * -128 * the lane's activation sum (Q8_0 activations: weights that are
+ * unsigned as stored plus an offset start their sums there, shifted to
+ * their offset) or s_y / 4 (Q8_1: the min term m_w * s_y, whose 4 copies
+ * per token add up in the final reduction). Tokens past m are zero. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/cpu/gemm.h"
+#include "quant/quant_internal.h"
+
+#define FEW_SLOT GEMM_FEW_SLOT
+
+void gemm_few_prep_avx512(tl_type at, int64_t k, const uint8_t *y, size_t ys, int nt, int ng, int g, uint8_t *tab) {
+    const int64_t nb = k / QK;
+    const bool q81 = at == TL_TYPE_Q8_1;
+    const size_t bs = q81 ? sizeof(blk_q8_1) : sizeof(blk_q8_0), qo = q81 ? offsetof(blk_q8_1, qs) : offsetof(blk_q8_0, qs);
+    const __m512i rep = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t *s = tab + ((size_t)i * (size_t)ng + (size_t)g) * FEW_SLOT;
+        float d[4] = {0, 0, 0, 0}, sy[4] = {0, 0, 0, 0};
+        memset(s, 0, 128);
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *b = y + (size_t)t * ys + (size_t)i * bs;
+            uint16_t h[2];
+            memcpy(h, b, 4);
+            memcpy(s + 16 * t, b + qo, 16);
+            memcpy(s + 64 + 16 * t, b + qo + 16, 16);
+            d[t] = _cvtsh_ss(h[0]);
+            sy[t] = q81 ? 0.25f * _cvtsh_ss(h[1]) : 0.0f;
+        }
+        _mm512_store_ps(s + 128, _mm512_permutexvar_ps(rep, _mm512_castps128_ps512(_mm_loadu_ps(d))));
+        if (q81) {
+            _mm512_store_ps(s + 192, _mm512_permutexvar_ps(rep, _mm512_castps128_ps512(_mm_loadu_ps(sy))));
+        } else {
+            const __m512i one = _mm512_set1_epi8(1);
+            __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), one, _mm512_load_si512(s));
+            sum = _mm512_dpbusd_epi32(sum, one, _mm512_load_si512(s + 64));
+            _mm512_store_si512(s + 192, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
+        }
+    }
+}
+
+/* the weight types, by how their block becomes unsigned bytes */
+enum { F_Q8_0, F_IQ4_NL, F_Q4_0, F_Q5_0, F_Q4_1, F_Q5_1 };
+
+static inline __m512i f_bcast16(const uint8_t *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
+
+/* element bytes 0..15 (w0) and 16..31 (w1) of block i of a row, unsigned
+ * (+128 for the signed types, as the table's offsets expect), in all 4
+ * 128-bit lanes; d_w and (Q4_1, Q5_1) m_w broadcast */
+static inline __attribute__((always_inline)) void f_block(int ty, const uint8_t *row, int64_t i, __m512i *w0,
+                                                          __m512i *w1, __m512 *dw, __m512 *mw) {
+    const __m512i lo = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8((char)0x80);
+    uint16_t h[2];
+    uint32_t qh = 0;
+    const uint8_t *qs;
+    switch (ty) {
+    case F_Q8_0: {
+        const blk_q8_0 *b = (const blk_q8_0 *)row + i;
+        *dw = _mm512_set1_ps(_cvtsh_ss(b->d));
+        *w0 = _mm512_xor_si512(f_bcast16((const uint8_t *)b->qs), top);
+        *w1 = _mm512_xor_si512(f_bcast16((const uint8_t *)b->qs + 16), top);
+        return;
+    }
+    case F_Q4_1: case F_Q5_1:
+        if (ty == F_Q4_1) {
+            const blk_q4_1 *b = (const blk_q4_1 *)row + i;
+            memcpy(h, b, 4);
+            qs = b->qs;
+        } else {
+            const blk_q5_1 *b = (const blk_q5_1 *)row + i;
+            memcpy(h, b, 4);
+            memcpy(&qh, b->qh, 4);
+            qs = b->qs;
+        }
+        *mw = _mm512_set1_ps(_cvtsh_ss(h[1]));
+        break;
+    case F_Q5_0: {
+        const blk_q5_0 *b = (const blk_q5_0 *)row + i;
+        memcpy(h, b, 2);
+        memcpy(&qh, b->qh, 4);
+        qs = b->qs;
+        break;
+    }
+    default: { /* Q4_0, IQ4_NL: same block layout */
+        const blk_q4_0 *b = (const blk_q4_0 *)row + i;
+        memcpy(h, b, 2);
+        qs = b->qs;
+        break;
+    }
+    }
+    *dw = _mm512_set1_ps(_cvtsh_ss(h[0]));
+    const __m512i q = f_bcast16(qs);
+    __m512i a = _mm512_and_si512(q, lo), c = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo);
+    if (ty == F_Q5_0 || ty == F_Q5_1) {
+        /* element j's fifth bit is bit j of qh: 16 bits per half, repeated per lane */
+        const __m512i x10 = _mm512_set1_epi8(0x10);
+        a = _mm512_mask_add_epi8(a, (__mmask64)((uint64_t)(qh & 0xFFFF) * 0x0001000100010001ull), a, x10);
+        c = _mm512_mask_add_epi8(c, (__mmask64)((uint64_t)(qh >> 16) * 0x0001000100010001ull), c, x10);
+    }
+    if (ty == F_IQ4_NL) {
+        const __m512i lut = f_bcast16((const uint8_t *)quant_iq4nl_values);
+        a = _mm512_xor_si512(_mm512_shuffle_epi8(lut, a), top);
+        c = _mm512_xor_si512(_mm512_shuffle_epi8(lut, c), top);
+    }
+    *w0 = a, *w1 = c;
+}
+
+/* NR rows (1 or 2) against NG token groups: acc[r * NG + g] */
+static inline __attribute__((always_inline)) void f_rows(int ty, int ng, int nr, int64_t nb, const uint8_t *w,
+                                                         size_t rb, const uint8_t *tab, __m512 *acc) {
+    const bool min = ty == F_Q4_1 || ty == F_Q5_1;
+    /* Q4_0 / Q5_0 offsets are 8 / 16 (the table holds -128 * sum) */
+    const int sh = ty == F_Q4_0 ? 4 : ty == F_Q5_0 ? 3 : 0;
+#pragma GCC unroll 6
+    for (int q = 0; q < nr * ng; q++) acc[q] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i w0[2], w1[2];
+        __m512 dw[2], mw[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) f_block(ty, w + (size_t)r * rb, i, &w0[r], &w1[r], &dw[r], &mw[r]);
+#pragma GCC unroll 3
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *s = tab + ((size_t)i * (size_t)ng + (size_t)g) * FEW_SLOT;
+            const __m512i y0 = _mm512_load_si512(s), y1 = _mm512_load_si512(s + 64);
+            const __m512 dy = _mm512_load_ps(s + 128);
+            const __m512i x3 = _mm512_load_si512(s + 192);
+            const __m512i init = min ? _mm512_setzero_si512() : sh ? _mm512_srai_epi32(x3, sh) : x3;
+#pragma GCC unroll 2
+            for (int r = 0; r < nr; r++) {
+                __m512i a = _mm512_dpbusd_epi32(init, w0[r], y0);
+                a = _mm512_dpbusd_epi32(a, w1[r], y1);
+                __m512 *f = &acc[r * ng + g];
+                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(dw[r], dy), *f);
+                if (min) *f = _mm512_fmadd_ps(mw[r], _mm512_castsi512_ps(x3), *f);
+            }
+        }
+    }
+}
+
+/* add each token's 4 lanes: token q of the group in lane 4q */
+static inline __m512 f_reduce(__m512 a) {
+    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4E));
+    return _mm512_add_ps(a, _mm512_permute_ps(a, 0xB1));
+}
+
+static inline __attribute__((always_inline)) void f_run(int ty, int ng, int64_t nb, const uint8_t *w, size_t rb,
+                                                        int nrows, const uint8_t *tab, int m, float *out,
+                                                        int64_t ldo) {
+    int r = 0;
+    for (; r + 2 <= nrows; r += 2) {
+        __m512 acc[2 * GEMM_FEW_GROUPS];
+        f_rows(ty, ng, 2, nb, w + (size_t)r * rb, rb, tab, acc);
+        for (int q = 0; q < 2 * ng; q++) {
+            float o[16];
+            _mm512_storeu_ps(o, f_reduce(acc[q]));
+            const int rr = r + q / ng, g = q % ng;
+            for (int t = 0; t < 4 && 4 * g + t < m; t++) out[(4 * g + t) * ldo + rr] = o[4 * t];
+        }
+    }
+    if (r < nrows) {
+        __m512 acc[GEMM_FEW_GROUPS];
+        f_rows(ty, ng, 1, nb, w + (size_t)r * rb, rb, tab, acc);
+        for (int g = 0; g < ng; g++) {
+            float o[16];
+            _mm512_storeu_ps(o, f_reduce(acc[g]));
+            for (int t = 0; t < 4 && 4 * g + t < m; t++) out[(4 * g + t) * ldo + r] = o[4 * t];
+        }
+    }
+}
+
+/* one instance per type and group count, so every loop above unrolls */
+#define F_NG(ty)                                                                                                       \
+    switch (ng) {                                                                                                      \
+    case 1: f_run(ty, 1, nb, w, rb, nrows, tab, m, out, ldo); break;                                                   \
+    case 2: f_run(ty, 2, nb, w, rb, nrows, tab, m, out, ldo); break;                                                   \
+    default: f_run(ty, 3, nb, w, rb, nrows, tab, m, out, ldo); break;                                                  \
+    }
+
+void gemm_few_run_avx512(tl_type t, int64_t k, const uint8_t *w, size_t rb, int nrows, const uint8_t *tab, int m,
+                         float *out, int64_t ldo) {
+    const int64_t nb = k / QK;
+    const int ng = (m + 3) / 4;
+    switch (t) {
+    case TL_TYPE_Q8_0: F_NG(F_Q8_0); break;
+    case TL_TYPE_IQ4_NL: F_NG(F_IQ4_NL); break;
+    case TL_TYPE_Q4_0: F_NG(F_Q4_0); break;
+    case TL_TYPE_Q5_0: F_NG(F_Q5_0); break;
+    case TL_TYPE_Q4_1: F_NG(F_Q4_1); break;
+    case TL_TYPE_Q5_1: F_NG(F_Q5_1); break;
+    default: break;
+    }
+}
