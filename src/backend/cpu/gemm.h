@@ -93,8 +93,8 @@ void gemm_bf16_panel_run_avx512(int64_t k, const uint16_t *panel, const uint16_t
  * 4-token groups (block-major: block i's slot for group g at
  * (i * ng + g) * 256 bytes, ng = ceil(m / 4)) so that one vpdpbusd
  * multiplies a weight block's 16 elements into 4 tokens at once. */
-#define GEMM_FEW_MAX 11
-#define GEMM_FEW_GROUPS 3 /* ceil(GEMM_FEW_MAX / 4) */
+#define GEMM_FEW_MAX 16
+#define GEMM_FEW_GROUPS 4 /* GEMM_FEW_MAX / 4 */
 #define GEMM_FEW_SLOT 256 /* table bytes per block and group: 4 vectors */
 /* whether weight type t has a few-token kernel on this CPU */
 bool gemm_few_ok(tl_type t);

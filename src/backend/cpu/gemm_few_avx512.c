@@ -60,9 +60,9 @@ static inline __m512i f_bcast16(const uint8_t *p) { return _mm512_broadcast_i32x
 
 /* element bytes 0..15 (w0) and 16..31 (w1) of block i of a row, unsigned
  * (+128 for the signed types, as the table's offsets expect), in all 4
- * 128-bit lanes; d_w and (Q4_1, Q5_1) m_w broadcast */
+ * 128-bit lanes; d_w broadcast, and (Q4_1, Q5_1) m_w as stored (fp16) */
 static inline __attribute__((always_inline)) void f_block(int ty, const uint8_t *row, int64_t i, __m512i *w0,
-                                                          __m512i *w1, __m512 *dw, __m512 *mw) {
+                                                          __m512i *w1, __m512 *dw, uint16_t *mw) {
     const __m512i lo = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8((char)0x80);
     uint16_t h[2];
     uint32_t qh = 0;
@@ -86,7 +86,7 @@ static inline __attribute__((always_inline)) void f_block(int ty, const uint8_t 
             memcpy(&qh, b->qh, 4);
             qs = b->qs;
         }
-        *mw = _mm512_set1_ps(_cvtsh_ss(h[1]));
+        *mw = h[1];
         break;
     case F_Q5_0: {
         const blk_q5_0 *b = (const blk_q5_0 *)row + i;
@@ -119,33 +119,37 @@ static inline __attribute__((always_inline)) void f_block(int ty, const uint8_t 
     *w0 = a, *w1 = c;
 }
 
-/* NR rows (1 or 2) against NG token groups: acc[r * NG + g] */
-static inline __attribute__((always_inline)) void f_rows(int ty, int ng, int nr, int64_t nb, const uint8_t *w,
-                                                         size_t rb, const uint8_t *tab, __m512 *acc) {
-    const bool min = ty == F_Q4_1 || ty == F_Q5_1;
+/* blocks per pass: the min types keep a pass's m_w of 16 rows on the stack */
+#define FEW_CHUNK 64
+
+/* NR rows (1 or 2) against NG token groups over blocks [i0, i1):
+ * acc[r * NG + g]; the min types' m_w of row r and block i go to
+ * msc[(i - i0) * 16 + r] */
+static inline __attribute__((always_inline)) void f_rows(int ty, int ng, int nr, int64_t i0, int64_t i1,
+                                                         const uint8_t *w, size_t rb, const uint8_t *tab, __m512 *acc,
+                                                         uint16_t *msc) {
     /* Q4_0 / Q5_0 offsets are 8 / 16 (the table holds -128 * sum) */
+    const bool sgn = ty != F_Q4_1 && ty != F_Q5_1;
     const int sh = ty == F_Q4_0 ? 4 : ty == F_Q5_0 ? 3 : 0;
-#pragma GCC unroll 6
+#pragma GCC unroll 8
     for (int q = 0; q < nr * ng; q++) acc[q] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
+    for (int64_t i = i0; i < i1; i++) {
         __m512i w0[2], w1[2];
-        __m512 dw[2], mw[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        __m512 dw[2];
 #pragma GCC unroll 2
-        for (int r = 0; r < nr; r++) f_block(ty, w + (size_t)r * rb, i, &w0[r], &w1[r], &dw[r], &mw[r]);
-#pragma GCC unroll 3
+        for (int r = 0; r < nr; r++) f_block(ty, w + (size_t)r * rb, i, &w0[r], &w1[r], &dw[r], &msc[(i - i0) * 16 + r]);
+#pragma GCC unroll 4
         for (int g = 0; g < ng; g++) {
             const uint8_t *s = tab + ((size_t)i * (size_t)ng + (size_t)g) * FEW_SLOT;
             const __m512i y0 = _mm512_load_si512(s), y1 = _mm512_load_si512(s + 64);
             const __m512 dy = _mm512_load_ps(s + 128);
-            const __m512i x3 = _mm512_load_si512(s + 192);
-            const __m512i init = min ? _mm512_setzero_si512() : sh ? _mm512_srai_epi32(x3, sh) : x3;
+            const __m512i init = !sgn ? _mm512_setzero_si512() : sh ? _mm512_srai_epi32(_mm512_load_si512(s + 192), sh)
+                                                                    : _mm512_load_si512(s + 192);
 #pragma GCC unroll 2
             for (int r = 0; r < nr; r++) {
                 __m512i a = _mm512_dpbusd_epi32(init, w0[r], y0);
                 a = _mm512_dpbusd_epi32(a, w1[r], y1);
-                __m512 *f = &acc[r * ng + g];
-                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(dw[r], dy), *f);
-                if (min) *f = _mm512_fmadd_ps(mw[r], _mm512_castsi512_ps(x3), *f);
+                acc[r * ng + g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(dw[r], dy), acc[r * ng + g]);
             }
         }
     }
@@ -157,28 +161,63 @@ static inline __m512 f_reduce(__m512 a) {
     return _mm512_add_ps(a, _mm512_permute_ps(a, 0xB1));
 }
 
+/* acc's tokens into out (added unless first) for row r */
+static inline __attribute__((always_inline)) void f_out(__m512 acc, int g, int m, int r, bool first, float *out,
+                                                        int64_t ldo) {
+    float o[16];
+    _mm512_storeu_ps(o, f_reduce(acc));
+    for (int t = 0; t < 4 && 4 * g + t < m; t++) {
+        float *p = &out[(4 * g + t) * ldo + r];
+        *p = first ? o[4 * t] : *p + o[4 * t];
+    }
+}
+
+/* The min term m_w * s_y with the 16 rows in the lanes: per block one
+ * convert of their m_w and one FMA per token (instead of a broadcast and
+ * an FMA per row and group in f_rows). s_y / 4 is lane 4q of the slot. */
+static inline __attribute__((always_inline)) void f_min(int ng, int64_t i0, int64_t i1, const uint16_t *msc,
+                                                        const uint8_t *tab, int nrows, int m, float *out, int64_t ldo) {
+    __m512 acc[4 * GEMM_FEW_GROUPS];
+#pragma GCC unroll 16
+    for (int t = 0; t < 4 * ng; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = i0; i < i1; i++) {
+        const __m512 mv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(msc + (i - i0) * 16)));
+        const uint8_t *s = tab + (size_t)i * (size_t)ng * FEW_SLOT + 192;
+#pragma GCC unroll 16
+        for (int t = 0; t < 4 * ng; t++)
+            acc[t] = _mm512_fmadd_ps(mv, _mm512_set1_ps(*(const float *)(s + (t / 4) * FEW_SLOT + 16 * (t % 4))), acc[t]);
+    }
+    const __mmask16 keep = (__mmask16)((1u << nrows) - 1);
+    for (int t = 0; t < m; t++) {
+        float *p = out + t * ldo;
+        _mm512_mask_storeu_ps(p, keep, _mm512_fmadd_ps(acc[t], _mm512_set1_ps(4.0f), _mm512_maskz_loadu_ps(keep, p)));
+    }
+}
+
+/* up to 16 rows */
 static inline __attribute__((always_inline)) void f_run(int ty, int ng, int64_t nb, const uint8_t *w, size_t rb,
                                                         int nrows, const uint8_t *tab, int m, float *out,
                                                         int64_t ldo) {
-    int r = 0;
-    for (; r + 2 <= nrows; r += 2) {
-        __m512 acc[2 * GEMM_FEW_GROUPS];
-        f_rows(ty, ng, 2, nb, w + (size_t)r * rb, rb, tab, acc);
-        for (int q = 0; q < 2 * ng; q++) {
-            float o[16];
-            _mm512_storeu_ps(o, f_reduce(acc[q]));
-            const int rr = r + q / ng, g = q % ng;
-            for (int t = 0; t < 4 && 4 * g + t < m; t++) out[(4 * g + t) * ldo + rr] = o[4 * t];
+    const bool min = ty == F_Q4_1 || ty == F_Q5_1;
+    uint16_t msc[FEW_CHUNK * 16];
+    if (min && nrows < 16) memset(msc, 0, sizeof msc);
+    for (int64_t i0 = 0; i0 < nb; i0 += FEW_CHUNK) {
+        const int64_t i1 = i0 + FEW_CHUNK < nb ? i0 + FEW_CHUNK : nb;
+        const bool first = i0 == 0;
+        int r = 0;
+        for (; r + 2 <= nrows; r += 2) {
+            __m512 acc[2 * GEMM_FEW_GROUPS];
+            f_rows(ty, ng, 2, i0, i1, w + (size_t)r * rb, rb, tab, acc, msc + r);
+#pragma GCC unroll 8
+            for (int q = 0; q < 2 * ng; q++) f_out(acc[q], q % ng, m, r + q / ng, first, out, ldo);
         }
-    }
-    if (r < nrows) {
-        __m512 acc[GEMM_FEW_GROUPS];
-        f_rows(ty, ng, 1, nb, w + (size_t)r * rb, rb, tab, acc);
-        for (int g = 0; g < ng; g++) {
-            float o[16];
-            _mm512_storeu_ps(o, f_reduce(acc[g]));
-            for (int t = 0; t < 4 && 4 * g + t < m; t++) out[(4 * g + t) * ldo + r] = o[4 * t];
+        if (r < nrows) {
+            __m512 acc[GEMM_FEW_GROUPS];
+            f_rows(ty, ng, 1, i0, i1, w + (size_t)r * rb, rb, tab, acc, msc + r);
+#pragma GCC unroll 4
+            for (int g = 0; g < ng; g++) f_out(acc[g], g, m, r, first, out, ldo);
         }
+        if (min) f_min(ng, i0, i1, msc, tab, nrows, m, out, ldo);
     }
 }
 
@@ -187,12 +226,12 @@ static inline __attribute__((always_inline)) void f_run(int ty, int ng, int64_t 
     switch (ng) {                                                                                                      \
     case 1: f_run(ty, 1, nb, w, rb, nrows, tab, m, out, ldo); break;                                                   \
     case 2: f_run(ty, 2, nb, w, rb, nrows, tab, m, out, ldo); break;                                                   \
-    default: f_run(ty, 3, nb, w, rb, nrows, tab, m, out, ldo); break;                                                  \
+    case 3: f_run(ty, 3, nb, w, rb, nrows, tab, m, out, ldo); break;                                                   \
+    default: f_run(ty, 4, nb, w, rb, nrows, tab, m, out, ldo); break;                                                  \
     }
 
-void gemm_few_run_avx512(tl_type t, int64_t k, const uint8_t *w, size_t rb, int nrows, const uint8_t *tab, int m,
-                         float *out, int64_t ldo) {
-    const int64_t nb = k / QK;
+static void f_run16(tl_type t, int64_t nb, const uint8_t *w, size_t rb, int nrows, const uint8_t *tab, int m,
+                    float *out, int64_t ldo) {
     const int ng = (m + 3) / 4;
     switch (t) {
     case TL_TYPE_Q8_0: F_NG(F_Q8_0); break;
@@ -203,4 +242,10 @@ void gemm_few_run_avx512(tl_type t, int64_t k, const uint8_t *w, size_t rb, int 
     case TL_TYPE_Q5_1: F_NG(F_Q5_1); break;
     default: break;
     }
+}
+
+void gemm_few_run_avx512(tl_type t, int64_t k, const uint8_t *w, size_t rb, int nrows, const uint8_t *tab, int m,
+                         float *out, int64_t ldo) {
+    for (int r = 0; r < nrows; r += 16)
+        f_run16(t, k / QK, w + (size_t)r * rb, rb, nrows - r < 16 ? nrows - r : 16, tab, m, out + r, ldo);
 }

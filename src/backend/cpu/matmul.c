@@ -320,15 +320,15 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
         bool g4 = m >= 4 && (vt == TL_TYPE_Q8_K || (q8 && t.k % 32 == 0 &&
                                                     (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n));
         for (int i = 0; i < n_w && g4; i++) g4 = gemm_get_1x4(ws[i]->type) != NULL;
+        /* a few tokens (up to GEMM_FEW_MAX): the few-token kernels, rows
+         * as stored; they outrun packed panels over that range */
+        bool few = m >= 2 && m <= GEMM_FEW_MAX && q8 && t.k % 32 == 0 && c->few && gemm_few_bytes(t.k) <= c->few_bytes;
+        for (int i = 0; i < n_w && few; i++) few = gemm_few_ok(ws[i]->type);
         /* enough tokens to spread a panel's packing over: the panel kernel */
-        bool panel = m >= MM_PANEL_MIN_M && (q8 || vt == TL_TYPE_Q8_K) && t.k % 32 == 0 && c->panel &&
+        bool panel = !few && m >= MM_PANEL_MIN_M && (q8 || vt == TL_TYPE_Q8_K) && t.k % 32 == 0 && c->panel &&
                      gemm_panel_bytes(t.k) <= c->panel_stride &&
                      (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
         for (int i = 0; i < n_w && panel; i++) panel = gemm_panel_ok(ws[i]->type);
-        /* a few tokens: the few-token kernels, rows as stored */
-        bool few = !panel && m >= 2 && m <= GEMM_FEW_MAX && q8 && t.k % 32 == 0 && c->few &&
-                   gemm_few_bytes(t.k) <= c->few_bytes;
-        for (int i = 0; i < n_w && few; i++) few = gemm_few_ok(ws[i]->type);
         if (few) {
             g4 = false;
             t.few = c->few;
