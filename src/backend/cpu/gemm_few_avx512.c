@@ -119,6 +119,18 @@ static inline __attribute__((always_inline)) void f_block(int ty, const uint8_t 
     *w0 = a, *w1 = c;
 }
 
+static inline size_t f_bytes(int ty) {
+    switch (ty) {
+    case F_Q8_0: return sizeof(blk_q8_0);
+    case F_Q4_1: return sizeof(blk_q4_1);
+    case F_Q5_0: return sizeof(blk_q5_0);
+    case F_Q5_1: return sizeof(blk_q5_1);
+    default: return sizeof(blk_q4_0);
+    }
+}
+
+#define FEW_PF_ROWS 8
+
 /* blocks per pass: the min types keep a pass's m_w of 16 rows on the stack */
 #define FEW_CHUNK 64
 
@@ -137,7 +149,13 @@ static inline __attribute__((always_inline)) void f_rows(int ty, int ng, int nr,
         __m512i w0[2], w1[2];
         __m512 dw[2];
 #pragma GCC unroll 2
-        for (int r = 0; r < nr; r++) f_block(ty, w + (size_t)r * rb, i, &w0[r], &w1[r], &dw[r], &msc[(i - i0) * 16 + r]);
+        for (int r = 0; r < nr; r++) {
+            /* the rows FEW_PF_ROWS ahead: the weights stream from memory once
+             * per matmul, and the hardware prefetcher alone leaves these
+             * loads waiting */
+            __builtin_prefetch(w + (size_t)(r + FEW_PF_ROWS) * rb + (size_t)i * f_bytes(ty), 0, 0);
+            f_block(ty, w + (size_t)r * rb, i, &w0[r], &w1[r], &dw[r], &msc[(i - i0) * 16 + r]);
+        }
 #pragma GCC unroll 4
         for (int g = 0; g < ng; g++) {
             const uint8_t *s = tab + ((size_t)i * (size_t)ng + (size_t)g) * FEW_SLOT;
