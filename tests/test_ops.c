@@ -256,6 +256,23 @@ static void tp_mark(void *arg, int ith, int nth) {
     for (int i = ith; i < a->n; i += nth) a->hits[i]++;
 }
 
+/* The few-token kernels (2..GEMM_FEW_MAX tokens) on every type that has
+ * one at this level: each token count (so each group count and ragged last
+ * group), rows past one 16-row pass, k past one pass of blocks (FEW_CHUNK),
+ * and the extreme values. Returns whether they ran. */
+static bool test_few(tl_threadpool *tp) {
+    const tl_type types[] = {TL_TYPE_Q8_0, TL_TYPE_Q4_0, TL_TYPE_Q4_1, TL_TYPE_Q5_0, TL_TYPE_Q5_1, TL_TYPE_IQ4_NL};
+    bool ran = false;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        if (!gemm_few_ok(types[t])) continue;
+        ran = true;
+        for (int m = 2; m <= GEMM_FEW_MAX; m++) test_matmul(tp, types[t], 96, 37, m);
+        test_matmul(tp, types[t], 32 * 70, 19, 9);
+        test_matmul_x(tp, types[t], 576, 18, GEMM_FEW_MAX, true);
+    }
+    return ran;
+}
+
 /* The matmul and attention cases under the kernel level in use. */
 static void test_level(tl_threadpool *tp) {
     /* every weight type the engine runs, at 1..3 threads; token counts
@@ -330,6 +347,13 @@ int main(void) {
         test_level(tp);
         printf("matmul + attention, %s kernels: ran, %s\n", tl_cpu_level_name(lv),
                test_n_fail == before ? "pass" : "FAIL");
+        const int before_few = test_n_fail;
+        if (test_few(tp))
+            printf("few-token matmul kernels (2..%d tokens), %s: ran, %s\n", GEMM_FEW_MAX, tl_cpu_level_name(lv),
+                   test_n_fail == before_few ? "pass" : "FAIL");
+        else
+            printf("SKIP few-token matmul kernels at %s: they need AVX-512 VNNI (the 1x4 / vec_dot kernels ran)\n",
+                   tl_cpu_level_name(lv));
     }
     tl_cpu_set_level(tl_cpu_detected_level());
     tl_threadpool_free(tp);

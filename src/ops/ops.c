@@ -23,7 +23,9 @@ tl_status ops_ctx_init(ops_ctx *c, tl_threadpool *tp, int64_t max_m, int64_t max
     if (gemm_f16_panel_bytes(max_k) > c->panel_stride) c->panel_stride = gemm_f16_panel_bytes(max_k);
     if (gemm_bf16_panel_bytes(max_k) > c->panel_stride) c->panel_stride = gemm_bf16_panel_bytes(max_k);
     c->panel = aligned_alloc(64, (size_t)nth * c->panel_stride);
-    if (!c->wbuf || !c->att || !c->gscale || !c->panel) {
+    c->few_bytes = gemm_few_bytes(max_k);
+    c->few = aligned_alloc(64, c->few_bytes + 64);
+    if (!c->wbuf || !c->att || !c->gscale || !c->panel || !c->few) {
         ops_ctx_free(c);
         return tl_err(TL_ERR_NOMEM, "ops: cannot allocate %zu bytes of scratch", wb);
     }
@@ -35,6 +37,7 @@ void ops_ctx_free(ops_ctx *c) {
     free(c->att);
     free(c->gscale);
     free(c->panel);
+    free(c->few);
     free(c->attp);
     memset(c, 0, sizeof *c);
 }

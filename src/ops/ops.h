@@ -28,6 +28,8 @@ typedef struct ops_ctx {
     size_t attp_n;      /* floats in attp */
     uint8_t *panel;     /* [n_threads][panel_stride] repacked weight rows (backend/cpu/gemm.h) */
     size_t panel_stride;
+    uint8_t *few;       /* the few-token kernels' activation table (backend/cpu/gemm.h) */
+    size_t few_bytes;
 } ops_ctx;
 
 /* Scratch sizing: activation conversion for up to max_m rows of max_k

@@ -31,6 +31,13 @@ gemm_f16_1x1_fn gemm_get_f16_1x1(void) { return tl_cpu_use_avx2() ? gemm_f16_1x1
 bool gemm_f16_panel_ok(void) { return tl_cpu_use_avx512(); }
 bool gemm_bf16_panel_ok(void) { return tl_cpu_use_avx512() && tl_cpu_has_avx512_bf16(); }
 
+size_t gemm_few_bytes(int64_t k) { return (size_t)(k / QK) * GEMM_FEW_GROUPS * GEMM_FEW_SLOT; }
+
+bool gemm_few_ok(tl_type t) {
+    return tl_cpu_use_avx512() && (t == TL_TYPE_Q8_0 || t == TL_TYPE_Q4_0 || t == TL_TYPE_Q4_1 || t == TL_TYPE_Q5_0 ||
+                                   t == TL_TYPE_Q5_1 || t == TL_TYPE_IQ4_NL);
+}
+
 gemm_1x4_fn gemm_get_1x4(tl_type t) {
     if (!tl_cpu_use_avx2()) return 0;
     switch (t) {

@@ -87,6 +87,27 @@ void gemm_bf16_round_group_avx512(const float *x, uint16_t *y, int64_t k, int nt
 void gemm_bf16_panel_run_avx512(int64_t k, const uint16_t *panel, const uint16_t *y, int nt, int nrows, float *out,
                                 int64_t ldo);
 
+/* Few tokens (2..GEMM_FEW_MAX) on AVX-512 VNNI, 32-element block types
+ * (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): the weight rows are read as
+ * stored, the activations rearranged once per matmul into a table of
+ * 4-token groups (block-major: block i's slot for group g at
+ * (i * ng + g) * 256 bytes, ng = ceil(m / 4)) so that one vpdpbusd
+ * multiplies a weight block's 16 elements into 4 tokens at once. */
+#define GEMM_FEW_MAX 16
+#define GEMM_FEW_GROUPS 4 /* GEMM_FEW_MAX / 4 */
+#define GEMM_FEW_SLOT 256 /* table bytes per block and group: 4 vectors */
+/* whether weight type t has a few-token kernel on this CPU */
+bool gemm_few_ok(tl_type t);
+/* table bytes for rows of k elements and up to GEMM_FEW_MAX tokens */
+size_t gemm_few_bytes(int64_t k);
+/* fill group g (of ng) of the table tab (64-byte aligned) from nt (1..4)
+ * activation rows y, y + ys, ... of type at (Q8_0 or Q8_1), k elements */
+void gemm_few_prep_avx512(tl_type at, int64_t k, const uint8_t *y, size_t ys, int nt, int ng, int g, uint8_t *tab);
+/* out[j * ldo + r] = dot(row r, token j) for j < m (2..GEMM_FEW_MAX), r <
+ * nrows; rows of type t at w, rb bytes apart; tab filled for these m tokens */
+void gemm_few_run_avx512(tl_type t, int64_t k, const uint8_t *w, size_t rb, int nrows, const uint8_t *tab, int m,
+                         float *out, int64_t ldo);
+
 /* Weight panels (AVX-512 VNNI prefill). GEMM_PANEL rows of a 32-block
  * type are repacked into a panel whose block i holds, for each group of 4
  * elements (8 groups), those 4 quants of all GEMM_PANEL rows side by side:

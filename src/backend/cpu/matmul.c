@@ -34,6 +34,7 @@ typedef struct mm_task {
     bool f16_panel;       /* ... in token groups for the AVX-512 F16 panel kernel (gemm.h) */
     bool bf16_panel;      /* BF16 weights, xq holds bf16 activations in token pairs groups (gemm.h) */
     bool panel;           /* every weight has a panel form: gscale holds [m][k/32][2] panel tables */
+    uint8_t *few;         /* 2..GEMM_FEW_MAX tokens, every weight has a few-token kernel: their table */
     uint8_t *panels;      /* [n_threads][panel_stride] */
     size_t panel_stride;
     int64_t k;
@@ -52,6 +53,9 @@ static void mm_convert_task(void *arg, int ith, int nth) {
             qk->from_float(t->x + j * t->k, (uint8_t *)t->xq + (size_t)j * t->xrow, t->k);
             if (t->panel) gemm_panel_prep(qk->type, t->k, t->xq + (size_t)j * t->xrow, t->gscale + j * nb * 2);
         }
+        if (t->few)
+            gemm_few_prep_avx512(qk->type, t->k, t->xq + (size_t)j0 * t->xrow, t->xrow, (int)(j1 - j0), (int)n_groups,
+                                 (int)g, t->few);
         if (!t->panel && t->gscale && j1 - j0 == 4)
             gemm_prep_scales(qk->type, t->k, t->xq + (size_t)j0 * t->xrow, t->xrow, t->gscale + g * nb * 8);
     }
@@ -172,6 +176,15 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1, int ith) {
         return;
     }
     const tl_tensor *w = t->w[wi];
+    if (t->few) {
+        /* every token at once: a row block's outputs for all m tokens */
+        for (int64_t rb = r0; rb < r1; rb += MM_ROW_BLOCK) {
+            const int nr = (int)(rb + MM_ROW_BLOCK < r1 ? MM_ROW_BLOCK : r1 - rb);
+            gemm_few_run_avx512(w->type, t->k, (const uint8_t *)w->data + (size_t)rb * w->nb[1], w->nb[1], nr, t->few,
+                                (int)t->m, t->y[wi] + rb, t->ldy[wi]);
+        }
+        return;
+    }
     const quant_vec_dot_fn dot = t->qk[wi]->vec_dot;
     const int64_t n_out = t->ldy[wi];
     const int64_t k = t->k;
@@ -307,11 +320,19 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
         bool g4 = m >= 4 && (vt == TL_TYPE_Q8_K || (q8 && t.k % 32 == 0 &&
                                                     (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n));
         for (int i = 0; i < n_w && g4; i++) g4 = gemm_get_1x4(ws[i]->type) != NULL;
+        /* a few tokens (up to GEMM_FEW_MAX): the few-token kernels, rows
+         * as stored; they outrun packed panels over that range */
+        bool few = m >= 2 && m <= GEMM_FEW_MAX && q8 && t.k % 32 == 0 && c->few && gemm_few_bytes(t.k) <= c->few_bytes;
+        for (int i = 0; i < n_w && few; i++) few = gemm_few_ok(ws[i]->type);
         /* enough tokens to spread a panel's packing over: the panel kernel */
-        bool panel = m >= MM_PANEL_MIN_M && (q8 || vt == TL_TYPE_Q8_K) && t.k % 32 == 0 && c->panel &&
+        bool panel = !few && m >= MM_PANEL_MIN_M && (q8 || vt == TL_TYPE_Q8_K) && t.k % 32 == 0 && c->panel &&
                      gemm_panel_bytes(t.k) <= c->panel_stride &&
                      (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
         for (int i = 0; i < n_w && panel; i++) panel = gemm_panel_ok(ws[i]->type);
+        if (few) {
+            g4 = false;
+            t.few = c->few;
+        }
         if (panel) {
             g4 = false;
             t.panel = true;
@@ -320,7 +341,7 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
         }
         t.g4 = g4;
         /* fewer than 4 tokens (decode): the 1x1 kernels, with a per-token table */
-        bool g1 = m < 4 && q8 && t.k % 32 == 0 && (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
+        bool g1 = m < 4 && !few && q8 && t.k % 32 == 0 && (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
         for (int i = 0; i < n_w && g1; i++) g1 = gemm_get_1x1(ws[i]->type) != NULL;
         t.g1 = g1;
         t.gscale = (g4 && q8) || g1 || panel ? c->gscale : NULL;
