@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "test_util.h"
+#include "base/cpu.h"
 #include "base/threadpool.h"
 #include "tallow_train.h"
 #include "train_gradcheck.h"
@@ -233,6 +234,71 @@ static void gemm_vs_naive(void) {
     tl_threadpool_free(tp);
 }
 
+/* The f32 gemm at each kernel level this CPU runs against its scalar twin:
+ * the documented summation order (tallow_train.h) written with fmaf, which
+ * the AVX2 and AVX-512 kernels must match bit for bit, for every A/B
+ * layout the ops use (plain, B through a transpose, A through a transpose),
+ * with accumulate, edges that fill no whole tile, K over several slices,
+ * and 1 vs 3 threads. The scalar level (no FMA) is held to 1e-5. */
+static void gemm_fma_twin(void) {
+    int64_t dims[][3] = {{13, 45, 300}, {96, 64, 128}, {25, 33, 7}, {130, 97, 520}, {1, 32, 9}};
+    tl_threadpool *tp;
+    tl_threadpool_init(3, &tp);
+    int top = tl_cpu_detected_level();
+    for (int lv = TL_CPU_LEVEL_SCALAR; lv <= top; lv++) {
+        tl_cpu_set_level(lv);
+        for (int t = 0; t < 5; t++) {
+            int64_t M = dims[t][0], N = dims[t][1], K = dims[t][2];
+            float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+            float *C0 = malloc(sizeof(float) * (size_t)(M * N)), *C1 = malloc(sizeof(float) * (size_t)(M * N));
+            float *R = malloc(sizeof(float) * (size_t)(M * N)), *Ci = malloc(sizeof(float) * (size_t)(M * N));
+            for (int64_t i = 0; i < M * K; i++) A[i] = (float)(tt_rng_uniform(&g_rng) - 0.5);
+            for (int64_t i = 0; i < K * N; i++) B[i] = (float)(tt_rng_uniform(&g_rng) - 0.5);
+            for (int64_t i = 0; i < M * N; i++) Ci[i] = (float)(tt_rng_uniform(&g_rng) - 0.5);
+            for (int tr = 0; tr < 3; tr++)
+                for (int acc = 0; acc < 2; acc++) {
+                    /* the same values read through each layout: A [M,K] or stored [K,M]; B [K,N] or [N,K] */
+                    int64_t rsa = tr == 2 ? 1 : K, csa = tr == 2 ? M : 1;
+                    int64_t rsb = tr == 1 ? 1 : N, csb = tr == 1 ? K : 1;
+                    for (int64_t i = 0; i < M * N; i++) C0[i] = C1[i] = R[i] = Ci[i];
+                    tt_gemm_f32(NULL, M, N, K, A, rsa, csa, B, rsb, csb, C0, N, acc);
+                    tt_gemm_f32(tp, M, N, K, A, rsa, csa, B, rsb, csb, C1, N, acc);
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            float *r = &R[m * N + n];
+                            for (int64_t k0 = 0; k0 < K; k0 += TT_GEMM_KC) {
+                                float s = 0;
+                                for (int64_t k = k0; k < K && k < k0 + TT_GEMM_KC; k++)
+                                    s = fmaf(A[m * rsa + k * csa], B[k * rsb + n * csb], s);
+                                *r = (acc || k0 > 0) ? *r + s : s;
+                            }
+                        }
+                    int64_t bad = 0, diff13 = 0;
+                    double maxe = 0;
+                    for (int64_t i = 0; i < M * N; i++) {
+                        double e = fabs((double)C0[i] - R[i]);
+                        maxe = e > maxe ? e : maxe;
+                        bad += lv > TL_CPU_LEVEL_SCALAR ? C0[i] != R[i] : e > 1e-5;
+                        diff13 += memcmp(&C0[i], &C1[i], sizeof(float)) != 0;
+                    }
+                    CHECK(bad == 0, "gemm %s %lldx%lldx%lld tr=%d acc=%d: %lld of %lld values off the fmaf twin (max %g)",
+                          tl_cpu_level_name(lv), (long long)M, (long long)N, (long long)K, tr, acc, (long long)bad,
+                          (long long)(M * N), maxe);
+                    CHECK(diff13 == 0, "gemm %s %lldx%lldx%lld tr=%d: %lld values differ between 1 and 3 threads",
+                          tl_cpu_level_name(lv), (long long)M, (long long)N, (long long)K, tr, (long long)diff13);
+                }
+            free(A);
+            free(B);
+            free(C0);
+            free(C1);
+            free(R);
+            free(Ci);
+        }
+    }
+    tl_cpu_set_level(top);
+    tl_threadpool_free(tp);
+}
+
 int main(void) {
     tt_rng_seed(&g_rng, 42);
     for (int i = 0; i < 64; i++) {
@@ -243,6 +309,7 @@ int main(void) {
     g_tg[5] = -100;
     autograd_behaviour();
     gemm_vs_naive();
+    gemm_fma_twin();
     f32_paths_vs_f64();
     double worst = 0;
 #define RUN(...) GC_RUN(worst, __VA_ARGS__)

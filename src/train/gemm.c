@@ -2,10 +2,12 @@
  * arbitrary strides so transposes cost no copy.
  * f32: C is cut into MB x NB tiles handed round-robin to the pool's threads;
  * per tile, K runs in KC slices: A and B slices are packed into micro-panels
- * (zero-padded) and a 6x16 register-blocked micro-kernel (AVX2/FMA when the
- * CPU has it) does the FLOPs. Each C element's K sum runs in one fixed order
- * whatever the thread count, so results are deterministic (resume relies on
- * this). f64 (gradient checks only) is a plain loop.
+ * (zero-padded) and a register-blocked micro-kernel does the FLOPs: 12x32
+ * with AVX-512, 6x16 with AVX2/FMA, 6x16 scalar elsewhere (chosen per call
+ * from base/cpu). Each C element's K sum runs in one fixed order whatever
+ * the thread count, so results are deterministic (resume relies on this);
+ * the AVX-512 and AVX2 kernels share that order and give the same bits.
+ * f64 (gradient checks only) is a plain loop.
  * Owns: nothing (packing buffers live on the stack). Calls: base/cpu, threadpool. */
 #include <stdlib.h>
 #include <string.h>
@@ -13,17 +15,26 @@
 #include "base/cpu.h"
 #include "train/tt_internal.h"
 
-#define MR 6
-#define NR 16
-#define KC 256
-#define MB 96
+#define MR_MAX 12
+#define NR_MAX 32
+#define KC TT_GEMM_KC
+#define MB 96 /* a multiple of every kernel's mr */
+
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc, int mr,
+                       int nr);
 
 void tt__ukr_6x16_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc,
                        int mr, int nr);
+void tt__ukr_12x32_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc,
+                          int mr, int nr);
+void tt__pack_kmajor_avx512(const float *src, int64_t ld, int R, int64_t kc, float *dst);
+void tt__pack_a12_strided_avx512(const float *src, int64_t ld, int64_t kc, float *dst);
 
+#define MR 6
+#define NR 16
 static void ukr_scalar(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc, int mr,
                        int nr) {
-    float t[MR * NR] = {0};
+    float t[MR * NR] = {0}; /* a: packed [kc][6], b: packed [kc][16] */
     for (int64_t k = 0; k < kc; k++)
         for (int r = 0; r < MR; r++)
             for (int j = 0; j < NR; j++) t[r * NR + j] += a[k * MR + r] * b[k * NR + j];
@@ -37,77 +48,84 @@ typedef struct gemm_job {
     int64_t rsa, csa, rsb, csb, ldc;
     float *C;
     bool acc;
-    int64_t mb, tm, np; /* rows per M tile, M tiles, 16-wide B panels */
-    float *bp;          /* packed B: [np][K][NR], zero-padded */
-    bool avx2;
+    int64_t mb, tm, np; /* rows per M tile, M tiles, nr-wide B panels */
+    float *bp;          /* packed B: [np][K][nr], zero-padded */
+    int mr, nr;         /* the micro-kernel's tile */
+    ukr_fn ukr;
 } gemm_job;
 
+/* A rows [m0, m0+mb) x k [k0, k0+kc) into micro-panels of mr rows:
+ * panel i holds [kc][mr], rows past M zero. */
 static void pack_a(const gemm_job *j, int64_t m0, int64_t mb, int64_t k0, int64_t kc, float *ap) {
-    for (int64_t ir = 0; ir < mb; ir += MR) {
-        float *dst = ap + (ir / MR) * kc * MR;
-        int64_t rows = mb - ir < MR ? mb - ir : MR;
-        if (j->rsa == 1 && rows == MR) { /* A read through a transpose: rows are contiguous per k */
+    const int64_t mr = j->mr;
+    for (int64_t ir = 0; ir < mb; ir += mr) {
+        float *dst = ap + (ir / mr) * kc * mr;
+        int64_t rows = mb - ir < mr ? mb - ir : mr;
+        if (j->rsa == 1) { /* A read through a transpose: rows are contiguous per k */
+            if (mr == 12 && rows == 12) {
+                tt__pack_a12_strided_avx512(j->A + (m0 + ir) + k0 * j->csa, j->csa, kc, dst);
+                continue;
+            }
             for (int64_t k = 0; k < kc; k++) {
                 const float *src = j->A + (m0 + ir) + (k0 + k) * j->csa;
-                for (int64_t r = 0; r < MR; r++) dst[k * MR + r] = src[r];
+                int64_t r = 0;
+                for (; r < rows; r++) dst[k * mr + r] = src[r];
+                for (; r < mr; r++) dst[k * mr + r] = 0.0f;
             }
             continue;
         }
-        for (int64_t r = 0; r < MR; r++) {
-            if (r < rows) {
-                const float *src = j->A + (m0 + ir + r) * j->rsa + k0 * j->csa;
-                if (j->csa == 1 && rows == MR) { /* six row streams, sequential writes */
-                    const float *s0 = src, *s1 = s0 + j->rsa, *s2 = s1 + j->rsa, *s3 = s2 + j->rsa,
-                                *s4 = s3 + j->rsa, *s5 = s4 + j->rsa;
-                    for (int64_t k = 0; k < kc; k++) {
-                        float *d = dst + k * MR;
-                        d[0] = s0[k];
-                        d[1] = s1[k];
-                        d[2] = s2[k];
-                        d[3] = s3[k];
-                        d[4] = s4[k];
-                        d[5] = s5[k];
-                    }
-                    break;
-                }
-                if (j->csa == 1)
-                    for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = src[k];
-                else
-                    for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = src[k * j->csa];
-            } else {
-                for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = 0.0f;
+        if (j->csa == 1) { /* mr row streams, sequential writes */
+            if (mr == 12 && rows == 12) {
+                tt__pack_kmajor_avx512(j->A + (m0 + ir) * j->rsa + k0, j->rsa, 12, kc, dst);
+                continue;
             }
+            const float *s[MR_MAX];
+            for (int64_t r = 0; r < mr; r++) s[r] = j->A + (m0 + ir + (r < rows ? r : 0)) * j->rsa + k0;
+            for (int64_t k = 0; k < kc; k++) {
+                float *d = dst + k * mr;
+                for (int64_t r = 0; r < mr; r++) d[r] = r < rows ? s[r][k] : 0.0f;
+            }
+            continue;
+        }
+        for (int64_t r = 0; r < mr; r++) {
+            const float *src = j->A + (m0 + ir + r) * j->rsa + k0 * j->csa;
+            for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = r < rows ? src[k * j->csa] : 0.0f;
         }
     }
 }
 
 /* Pack the whole of B once per call (shared by all threads): panel p holds
- * columns [16p, 16p+16) for every k, so a K slice of a panel is contiguous. */
+ * columns [nr p, nr p + nr) for every k, so a K slice of a panel is contiguous. */
 static void pack_b_task(void *arg, int ith, int nth) {
     const gemm_job *j = arg;
+    const int64_t nr = j->nr;
     for (int64_t p = ith; p < j->np; p += nth) {
-        float *dst = j->bp + p * j->K * NR;
-        int64_t n0 = p * NR, cols = j->N - n0 < NR ? j->N - n0 : NR;
+        float *dst = j->bp + p * j->K * nr;
+        int64_t n0 = p * nr, cols = j->N - n0 < nr ? j->N - n0 : nr;
         if (j->rsb == 1 && j->csb != 1) { /* B read through a transpose: contiguous along k */
-            for (int64_t cc = 0; cc < NR; cc++) {
+            if (nr == 32 && cols == 32) {
+                tt__pack_kmajor_avx512(j->B + n0 * j->csb, j->csb, 32, j->K, dst);
+                continue;
+            }
+            for (int64_t cc = 0; cc < nr; cc++) {
                 if (cc < cols) {
                     const float *src = j->B + (n0 + cc) * j->csb;
-                    for (int64_t k = 0; k < j->K; k++) dst[k * NR + cc] = src[k];
+                    for (int64_t k = 0; k < j->K; k++) dst[k * nr + cc] = src[k];
                 } else {
-                    for (int64_t k = 0; k < j->K; k++) dst[k * NR + cc] = 0.0f;
+                    for (int64_t k = 0; k < j->K; k++) dst[k * nr + cc] = 0.0f;
                 }
             }
             continue;
         }
         for (int64_t k = 0; k < j->K; k++) {
             const float *src = j->B + k * j->rsb + n0 * j->csb;
-            float *d = dst + k * NR;
-            if (j->csb == 1 && cols == NR) {
-                memcpy(d, src, NR * sizeof(float));
+            float *d = dst + k * nr;
+            if (j->csb == 1 && cols == nr) {
+                memcpy(d, src, nr * sizeof(float));
             } else {
                 int64_t cc = 0;
                 for (; cc < cols; cc++) d[cc] = src[cc * j->csb];
-                for (; cc < NR; cc++) d[cc] = 0.0f;
+                for (; cc < nr; cc++) d[cc] = 0.0f;
             }
         }
     }
@@ -126,16 +144,12 @@ static void gemm_tile(const gemm_job *j, int64_t ti, float *ap) {
         pack_a(j, m0, mb, k0, kc, ap);
         int acc = j->acc || k0 > 0;
         for (int64_t p = 0; p < j->np; p++) {
-            int nr = (int)(j->N - p * NR < NR ? j->N - p * NR : NR);
-            const float *b = j->bp + p * j->K * NR + k0 * NR;
-            for (int64_t ir = 0; ir < mb; ir += MR) {
-                int mr = (int)(mb - ir < MR ? mb - ir : MR);
-                float *c = j->C + (m0 + ir) * j->ldc + p * NR;
-                const float *a = ap + (ir / MR) * kc * MR;
-                if (j->avx2)
-                    tt__ukr_6x16_avx2(kc, a, b, c, j->ldc, acc, mr, nr);
-                else
-                    ukr_scalar(kc, a, b, c, j->ldc, acc, mr, nr);
+            int nr = (int)(j->N - p * j->nr < j->nr ? j->N - p * j->nr : j->nr);
+            const float *b = j->bp + p * j->K * j->nr + k0 * j->nr;
+            for (int64_t ir = 0; ir < mb; ir += j->mr) {
+                int mr = (int)(mb - ir < j->mr ? mb - ir : j->mr);
+                float *c = j->C + (m0 + ir) * j->ldc + p * j->nr;
+                j->ukr(kc, ap + ir * kc, b, c, j->ldc, acc, mr, nr);
             }
         }
     }
@@ -143,7 +157,7 @@ static void gemm_tile(const gemm_job *j, int64_t ti, float *ap) {
 
 static void gemm_task(void *arg, int ith, int nth) {
     const gemm_job *j = arg;
-    float ap[MB * KC] __attribute__((aligned(64)));
+    float ap[MB * KC] __attribute__((aligned(64))); /* [mb / mr][kc][mr] */
     for (int64_t t = ith; t < j->tm; t += nth) gemm_tile(j, t, ap);
 }
 
@@ -154,13 +168,20 @@ void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K, const float
     int nth = tp ? tl_threadpool_size(tp) : 1;
     bool par = nth > 1 && (double)M * N * K >= 64.0 * 64 * 64;
     /* M tiles: at most MB rows, and enough tiles (4 per thread) to balance */
+    int mr = 6, nr = 16;
+    ukr_fn ukr = ukr_scalar;
+    if (tl_cpu_use_avx512()) {
+        mr = 12, nr = 32, ukr = tt__ukr_12x32_avx512;
+    } else if (tl_cpu_use_avx2()) {
+        ukr = tt__ukr_6x16_avx2;
+    }
     int64_t mb = par ? (M + 4 * nth - 1) / (4 * nth) : MB;
-    mb = (mb + MR - 1) / MR * MR;
+    mb = (mb + mr - 1) / mr * mr;
     if (mb > MB) mb = MB;
-    if (mb < MR) mb = MR;
+    if (mb < mr) mb = mr;
     gemm_job j = {M, N, K, A, B, rsa, csa, rsb, csb, ldc, C, accumulate, mb, (M + mb - 1) / mb,
-                  (N + NR - 1) / NR, NULL, tl_cpu_use_avx2()};
-    size_t bytes = (size_t)(j.np * (K > 0 ? K : 1) * NR) * sizeof(float);
+                  (N + nr - 1) / nr, NULL, mr, nr, ukr};
+    size_t bytes = (size_t)(j.np * (K > 0 ? K : 1) * nr) * sizeof(float);
     j.bp = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!j.bp) { /* no memory for packing: plain loop, slow but correct */
         for (int64_t m = 0; m < M; m++)
