@@ -15,29 +15,31 @@
 #include "base/cpu.h"
 #include "train/tt_internal.h"
 
-#define MR_MAX 12
-#define NR_MAX 32
 #define KC TT_GEMM_KC
 #define MB 96 /* a multiple of every kernel's mr */
 
-typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc, int mr,
-                       int nr);
-
-void tt__ukr_6x16_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc,
+/* a: A k-major, element (r, k) at a[k * lda + r] (a packed panel: lda = mr),
+ * or for the _rows kernel A in place, (r, k) at a[r * lda + k]; b: a packed
+ * [kc][nr] panel slice; writes (acc: adds to) an mr x nr block of C. */
+typedef void (*ukr_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
                        int mr, int nr);
-void tt__ukr_12x32_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc,
+
+void tt__ukr_6x16_avx2(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
+                       int mr, int nr);
+void tt__ukr_12x32_avx512(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
                           int mr, int nr);
+void tt__ukr_12x32_rows_avx512(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
+                               int acc, int mr, int nr);
 void tt__pack_kmajor_avx512(const float *src, int64_t ld, int R, int64_t kc, float *dst);
-void tt__pack_a12_strided_avx512(const float *src, int64_t ld, int64_t kc, float *dst);
 
 #define MR 6
 #define NR 16
-static void ukr_scalar(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc, int mr,
-                       int nr) {
-    float t[MR * NR] = {0}; /* a: packed [kc][6], b: packed [kc][16] */
+static void ukr_scalar(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
+                       int mr, int nr) {
+    float t[MR * NR] = {0};
     for (int64_t k = 0; k < kc; k++)
         for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) t[r * NR + j] += a[k * MR + r] * b[k * NR + j];
+            for (int j = 0; j < NR; j++) t[r * NR + j] += a[k * lda + r] * b[k * NR + j];
     for (int r = 0; r < mr; r++)
         for (int j = 0; j < nr; j++) c[r * ldc + j] = acc ? c[r * ldc + j] + t[r * NR + j] : t[r * NR + j];
 }
@@ -51,46 +53,35 @@ typedef struct gemm_job {
     int64_t mb, tm, np; /* rows per M tile, M tiles, nr-wide B panels */
     float *bp;          /* packed B: [np][K][nr], zero-padded */
     int mr, nr;         /* the micro-kernel's tile */
-    ukr_fn ukr;
+    ukr_fn ukr, ukr_rows; /* ukr_rows: reads row-major A in place (NULL: pack it) */
 } gemm_job;
 
-/* A rows [m0, m0+mb) x k [k0, k0+kc) into micro-panels of mr rows:
- * panel i holds [kc][mr], rows past M zero. */
-static void pack_a(const gemm_job *j, int64_t m0, int64_t mb, int64_t k0, int64_t kc, float *ap) {
+/* A rows [m0, m0+rows) x k [k0, k0+kc) into one micro-panel [kc][mr],
+ * rows past `rows` zero (used where the kernel cannot read A in place). */
+static void pack_a(const gemm_job *j, int64_t m0, int64_t rows, int64_t k0, int64_t kc, float *dst) {
     const int64_t mr = j->mr;
-    for (int64_t ir = 0; ir < mb; ir += mr) {
-        float *dst = ap + (ir / mr) * kc * mr;
-        int64_t rows = mb - ir < mr ? mb - ir : mr;
-        if (j->rsa == 1) { /* A read through a transpose: rows are contiguous per k */
-            if (mr == 12 && rows == 12) {
-                tt__pack_a12_strided_avx512(j->A + (m0 + ir) + k0 * j->csa, j->csa, kc, dst);
-                continue;
-            }
-            for (int64_t k = 0; k < kc; k++) {
-                const float *src = j->A + (m0 + ir) + (k0 + k) * j->csa;
-                int64_t r = 0;
-                for (; r < rows; r++) dst[k * mr + r] = src[r];
-                for (; r < mr; r++) dst[k * mr + r] = 0.0f;
-            }
-            continue;
+    if (j->csa == 1 && rows == 6 && mr == 6) { /* six row streams, sequential writes */
+        const float *s0 = j->A + m0 * j->rsa + k0, *s1 = s0 + j->rsa, *s2 = s1 + j->rsa, *s3 = s2 + j->rsa,
+                    *s4 = s3 + j->rsa, *s5 = s4 + j->rsa;
+        for (int64_t k = 0; k < kc; k++) {
+            float *d = dst + k * 6;
+            d[0] = s0[k];
+            d[1] = s1[k];
+            d[2] = s2[k];
+            d[3] = s3[k];
+            d[4] = s4[k];
+            d[5] = s5[k];
         }
-        if (j->csa == 1) { /* mr row streams, sequential writes */
-            if (mr == 12 && rows == 12) {
-                tt__pack_kmajor_avx512(j->A + (m0 + ir) * j->rsa + k0, j->rsa, 12, kc, dst);
-                continue;
-            }
-            const float *s[MR_MAX];
-            for (int64_t r = 0; r < mr; r++) s[r] = j->A + (m0 + ir + (r < rows ? r : 0)) * j->rsa + k0;
-            for (int64_t k = 0; k < kc; k++) {
-                float *d = dst + k * mr;
-                for (int64_t r = 0; r < mr; r++) d[r] = r < rows ? s[r][k] : 0.0f;
-            }
-            continue;
-        }
-        for (int64_t r = 0; r < mr; r++) {
-            const float *src = j->A + (m0 + ir + r) * j->rsa + k0 * j->csa;
-            for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = r < rows ? src[k * j->csa] : 0.0f;
-        }
+        return;
+    }
+    for (int64_t r = 0; r < mr; r++) {
+        const float *src = j->A + (m0 + r) * j->rsa + k0 * j->csa;
+        if (r >= rows)
+            for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = 0.0f;
+        else if (j->csa == 1)
+            for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = src[k];
+        else
+            for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = src[k * j->csa];
     }
 }
 
@@ -139,17 +130,31 @@ static void gemm_tile(const gemm_job *j, int64_t ti, float *ap) {
             for (int64_t m = 0; m < mb; m++) memset(j->C + (m0 + m) * j->ldc, 0, (size_t)j->N * sizeof(float));
         return;
     }
+    int64_t nmr = (mb + j->mr - 1) / j->mr;
+    const float *as[MB / 6]; /* per micro-row: its A (in place or packed), lda and kernel */
+    int64_t lda[MB / 6];
+    ukr_fn fn[MB / 6];
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
-        pack_a(j, m0, mb, k0, kc, ap);
+        for (int64_t i = 0; i < nmr; i++) {
+            int64_t r0 = m0 + i * j->mr, rows = mb - i * j->mr < j->mr ? mb - i * j->mr : j->mr;
+            fn[i] = j->ukr;
+            if (rows == j->mr && j->rsa == 1) { /* A^T: each k's rows are contiguous, k-major in place */
+                as[i] = j->A + r0 + k0 * j->csa, lda[i] = j->csa;
+            } else if (rows == j->mr && j->csa == 1 && j->ukr_rows) {
+                as[i] = j->A + r0 * j->rsa + k0, lda[i] = j->rsa, fn[i] = j->ukr_rows;
+            } else {
+                pack_a(j, r0, rows, k0, kc, ap + i * j->mr * kc);
+                as[i] = ap + i * j->mr * kc, lda[i] = j->mr;
+            }
+        }
         int acc = j->acc || k0 > 0;
         for (int64_t p = 0; p < j->np; p++) {
             int nr = (int)(j->N - p * j->nr < j->nr ? j->N - p * j->nr : j->nr);
             const float *b = j->bp + p * j->K * j->nr + k0 * j->nr;
-            for (int64_t ir = 0; ir < mb; ir += j->mr) {
-                int mr = (int)(mb - ir < j->mr ? mb - ir : j->mr);
-                float *c = j->C + (m0 + ir) * j->ldc + p * j->nr;
-                j->ukr(kc, ap + ir * kc, b, c, j->ldc, acc, mr, nr);
+            for (int64_t i = 0; i < nmr; i++) {
+                int mr = (int)(mb - i * j->mr < j->mr ? mb - i * j->mr : j->mr);
+                fn[i](kc, as[i], lda[i], b, j->C + (m0 + i * j->mr) * j->ldc + p * j->nr, j->ldc, acc, mr, nr);
             }
         }
     }
@@ -157,7 +162,7 @@ static void gemm_tile(const gemm_job *j, int64_t ti, float *ap) {
 
 static void gemm_task(void *arg, int ith, int nth) {
     const gemm_job *j = arg;
-    float ap[MB * KC] __attribute__((aligned(64))); /* [mb / mr][kc][mr] */
+    float ap[MB * KC] __attribute__((aligned(64))); /* edge micro-panels: [mb / mr][kc][mr] */
     for (int64_t t = ith; t < j->tm; t += nth) gemm_tile(j, t, ap);
 }
 
@@ -169,9 +174,9 @@ void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K, const float
     bool par = nth > 1 && (double)M * N * K >= 64.0 * 64 * 64;
     /* M tiles: at most MB rows, and enough tiles (4 per thread) to balance */
     int mr = 6, nr = 16;
-    ukr_fn ukr = ukr_scalar;
+    ukr_fn ukr = ukr_scalar, ukr_rows = NULL;
     if (tl_cpu_use_avx512()) {
-        mr = 12, nr = 32, ukr = tt__ukr_12x32_avx512;
+        mr = 12, nr = 32, ukr = tt__ukr_12x32_avx512, ukr_rows = tt__ukr_12x32_rows_avx512;
     } else if (tl_cpu_use_avx2()) {
         ukr = tt__ukr_6x16_avx2;
     }
@@ -180,7 +185,7 @@ void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K, const float
     if (mb > MB) mb = MB;
     if (mb < mr) mb = mr;
     gemm_job j = {M, N, K, A, B, rsa, csa, rsb, csb, ldc, C, accumulate, mb, (M + mb - 1) / mb,
-                  (N + nr - 1) / nr, NULL, mr, nr, ukr};
+                  (N + nr - 1) / nr, NULL, mr, nr, ukr, ukr_rows};
     size_t bytes = (size_t)(j.np * (K > 0 ? K : 1) * nr) * sizeof(float);
     j.bp = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!j.bp) { /* no memory for packing: plain loop, slow but correct */

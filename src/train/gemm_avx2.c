@@ -1,11 +1,12 @@
 /* train/gemm_avx2: the 6x16 AVX2/FMA micro-kernel of the training matmul
  * (compiled with -mavx2 -mfma; called only when the CPU has them).
- * a: packed [kc][6], b: packed [kc][16]; writes (or adds to) a 6x16 block of C.
+ * a: A k-major, (r, k) at a[k * lda + r] (a packed [kc][6] panel: lda 6),
+ * b: packed [kc][16]; writes (or adds to) a 6x16 block of C.
  * Owns: nothing. Calls: nothing. */
 #include <immintrin.h>
 #include <stdint.h>
 
-void tt__ukr_6x16_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc,
+void tt__ukr_6x16_avx2(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
                        int mr, int nr) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -22,7 +23,7 @@ void tt__ukr_6x16_avx2(int64_t kc, const float *a, const float *b, float *c, int
         av = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);
         av = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);
         av = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);
-        a += 6;
+        a += lda;
         b += 16;
     }
     float tmp[6 * 16] __attribute__((aligned(32)));
