@@ -1,12 +1,14 @@
 /* train/gemm: the matmul every training op uses (forward and backward), on
  * arbitrary strides so transposes cost no copy.
  * f32: C is cut into MB x NB tiles handed round-robin to the pool's threads;
- * per tile, K runs in KC slices: A and B slices are packed into micro-panels
- * (zero-padded) and a register-blocked micro-kernel does the FLOPs: 12x32
- * with AVX-512, 6x16 with AVX2/FMA, 6x16 scalar elsewhere (chosen per call
- * from base/cpu). Each C element's K sum runs in one fixed order whatever
- * the thread count, so results are deterministic (resume relies on this);
- * the AVX-512 and AVX2 kernels share that order and give the same bits.
+ * per tile, K runs in KC slices and a register-blocked micro-kernel does the
+ * FLOPs: 12x32 with AVX-512, 6x16 with AVX2/FMA, 6x16 scalar elsewhere
+ * (chosen per call from base/cpu). The kernels read A and B where they lie
+ * when the layout allows (A^T k-major, A's rows with the AVX-512 kernel, B's
+ * rows when unit-stride); other panels, and edge panels, are packed
+ * zero-padded. Each C element's K sum runs in one fixed order whatever the
+ * thread count, so results are deterministic (resume relies on this); the
+ * AVX-512 and AVX2 kernels share that order and give the same bits.
  * f64 (gradient checks only) is a plain loop.
  * Owns: nothing (packing buffers live on the stack). Calls: base/cpu, threadpool. */
 #include <stdlib.h>
@@ -19,27 +21,28 @@
 #define MB 96 /* a multiple of every kernel's mr */
 
 /* a: A k-major, element (r, k) at a[k * lda + r] (a packed panel: lda = mr),
- * or for the _rows kernel A in place, (r, k) at a[r * lda + k]; b: a packed
- * [kc][nr] panel slice; writes (acc: adds to) an mr x nr block of C. */
-typedef void (*ukr_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
-                       int mr, int nr);
+ * or for the _rows kernel A in place, (r, k) at a[r * lda + k]; b: element
+ * (k, j) at b[k * ldb + j] (a packed panel: ldb = nr, or B's rows in
+ * place); writes (acc: adds to) an mr x nr block of C. */
+typedef void (*ukr_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                       int64_t ldc, int acc, int mr, int nr);
 
-void tt__ukr_6x16_avx2(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
-                       int mr, int nr);
-void tt__ukr_12x32_avx512(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
-                          int mr, int nr);
-void tt__ukr_12x32_rows_avx512(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
-                               int acc, int mr, int nr);
+void tt__ukr_6x16_avx2(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                       int64_t ldc, int acc, int mr, int nr);
+void tt__ukr_12x32_avx512(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                          int64_t ldc, int acc, int mr, int nr);
+void tt__ukr_12x32_rows_avx512(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                               int64_t ldc, int acc, int mr, int nr);
 void tt__pack_kmajor_avx512(const float *src, int64_t ld, int R, int64_t kc, float *dst);
 
 #define MR 6
 #define NR 16
-static void ukr_scalar(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
-                       int mr, int nr) {
+static void ukr_scalar(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                       int64_t ldc, int acc, int mr, int nr) {
     float t[MR * NR] = {0};
     for (int64_t k = 0; k < kc; k++)
         for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) t[r * NR + j] += a[k * lda + r] * b[k * NR + j];
+            for (int j = 0; j < NR; j++) t[r * NR + j] += a[k * lda + r] * b[k * ldb + j];
     for (int r = 0; r < mr; r++)
         for (int j = 0; j < nr; j++) c[r * ldc + j] = acc ? c[r * ldc + j] + t[r * NR + j] : t[r * NR + j];
 }
@@ -51,7 +54,8 @@ typedef struct gemm_job {
     float *C;
     bool acc;
     int64_t mb, tm, np; /* rows per M tile, M tiles, nr-wide B panels */
-    float *bp;          /* packed B: [np][K][nr], zero-padded */
+    float *bp;          /* packed B: [np][K][nr], zero-padded (panels not read in place) */
+    bool b_rows;        /* B's rows are unit-stride: full panels are read in place */
     int mr, nr;         /* the micro-kernel's tile */
     ukr_fn ukr, ukr_rows; /* ukr_rows: reads row-major A in place (NULL: pack it) */
 } gemm_job;
@@ -93,6 +97,7 @@ static void pack_b_task(void *arg, int ith, int nth) {
     for (int64_t p = ith; p < j->np; p += nth) {
         float *dst = j->bp + p * j->K * nr;
         int64_t n0 = p * nr, cols = j->N - n0 < nr ? j->N - n0 : nr;
+        if (j->b_rows && cols == nr) continue;
         if (j->rsb == 1 && j->csb != 1) { /* B read through a transpose: contiguous along k */
             if (nr == 32 && cols == 32) {
                 tt__pack_kmajor_avx512(j->B + n0 * j->csb, j->csb, 32, j->K, dst);
@@ -152,9 +157,12 @@ static void gemm_tile(const gemm_job *j, int64_t ti, float *ap) {
         for (int64_t p = 0; p < j->np; p++) {
             int nr = (int)(j->N - p * j->nr < j->nr ? j->N - p * j->nr : j->nr);
             const float *b = j->bp + p * j->K * j->nr + k0 * j->nr;
+            int64_t ldb = j->nr;
+            if (j->b_rows && nr == j->nr) b = j->B + k0 * j->rsb + p * j->nr, ldb = j->rsb;
             for (int64_t i = 0; i < nmr; i++) {
                 int mr = (int)(mb - i * j->mr < j->mr ? mb - i * j->mr : j->mr);
-                fn[i](kc, as[i], lda[i], b, j->C + (m0 + i * j->mr) * j->ldc + p * j->nr, j->ldc, acc, mr, nr);
+                fn[i](kc, as[i], lda[i], b, ldb, j->C + (m0 + i * j->mr) * j->ldc + p * j->nr, j->ldc, acc, mr,
+                      nr);
             }
         }
     }
@@ -185,7 +193,7 @@ void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K, const float
     if (mb > MB) mb = MB;
     if (mb < mr) mb = mr;
     gemm_job j = {M, N, K, A, B, rsa, csa, rsb, csb, ldc, C, accumulate, mb, (M + mb - 1) / mb,
-                  (N + nr - 1) / nr, NULL, mr, nr, ukr, ukr_rows};
+                  (N + nr - 1) / nr, NULL, csb == 1, mr, nr, ukr, ukr_rows};
     size_t bytes = (size_t)(j.np * (K > 0 ? K : 1) * nr) * sizeof(float);
     j.bp = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!j.bp) { /* no memory for packing: plain loop, slow but correct */

@@ -2,9 +2,10 @@
  * (compiled with -mavx512f; called only when the CPU has it), and the
  * k-major packer of its B panels. One kernel reads A k-major (a packed
  * panel, or A^T in place), one reads A's rows in place, so full 12-row
- * panels are never copied; b: packed [kc][32] (64-byte aligned); both write
- * (or add to) an mr x nr (<= 12 x 32) block of C. 24 zmm accumulators, two
- * B vectors and a broadcast operand per k: 24 FMAs per 2 vector loads.
+ * panels are never copied; b: a packed [kc][32] panel or 32 columns of B's
+ * rows in place (row stride ldb). Both write (or add to) an mr x nr
+ * (<= 12 x 32) block of C. 24 zmm accumulators, two B vectors and a
+ * broadcast operand per k: 24 FMAs per 2 vector loads.
  * Each C element is one FMA chain over k = 0..kc-1 from zero, then added to
  * C: the order of the AVX2 kernel, so both give the same bits.
  * Owns: nothing. Calls: backend/cpu/transpose_avx2.h (the engine's 8x8 transpose). */
@@ -24,8 +25,8 @@
  * transpose). Rows read in place go through four base pointers (rows 0, 3,
  * 6, 9) plus lda and 2 lda, which address modes scale for free. */
 static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const float *a, int64_t lda, int arow,
-                                                           const float *b, float *c, int64_t ldc, int acc,
-                                                           int mr, int nr) {
+                                                           const float *b, int64_t ldb, float *c, int64_t ldc,
+                                                           int acc, int mr, int nr) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
@@ -33,21 +34,21 @@ static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const flo
     if (arow) {
         const float *a0 = a, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
         for (int64_t k = 0; k < kc; k++) {
-            __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16), av;
+            __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), av;
             ROW(0, a0[0]); ROW(1, a0[lda]); ROW(2, a0[2 * lda]);
             ROW(3, a3[0]); ROW(4, a3[lda]); ROW(5, a3[2 * lda]);
             ROW(6, a6[0]); ROW(7, a6[lda]); ROW(8, a6[2 * lda]);
             ROW(9, a9[0]); ROW(10, a9[lda]); ROW(11, a9[2 * lda]);
             a0++, a3++, a6++, a9++;
-            b += 32;
+            b += ldb;
         }
     } else {
         for (int64_t k = 0; k < kc; k++) {
-            __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16), av;
+            __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), av;
             ROW(0, a[0]); ROW(1, a[1]); ROW(2, a[2]); ROW(3, a[3]); ROW(4, a[4]); ROW(5, a[5]);
             ROW(6, a[6]); ROW(7, a[7]); ROW(8, a[8]); ROW(9, a[9]); ROW(10, a[10]); ROW(11, a[11]);
             a += lda;
-            b += 32;
+            b += ldb;
         }
     }
     __m512 t[24] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51,
@@ -68,15 +69,15 @@ static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const flo
 }
 
 /* a: A k-major with leading dimension lda (a packed panel: lda 12) */
-void tt__ukr_12x32_avx512(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc,
-                          int mr, int nr) {
-    ukr_body(kc, a, lda, 0, b, c, ldc, acc, mr, nr);
+void tt__ukr_12x32_avx512(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                          int64_t ldc, int acc, int mr, int nr) {
+    ukr_body(kc, a, lda, 0, b, ldb, c, ldc, acc, mr, nr);
 }
 
 /* a: 12 rows of A in place, row stride lda, k contiguous */
-void tt__ukr_12x32_rows_avx512(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
-                               int acc, int mr, int nr) {
-    ukr_body(kc, a, lda, 1, b, c, ldc, acc, mr, nr);
+void tt__ukr_12x32_rows_avx512(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                               int64_t ldc, int acc, int mr, int nr) {
+    ukr_body(kc, a, lda, 1, b, ldb, c, ldc, acc, mr, nr);
 }
 
 /* dst[k * R + r] = src[r * ld + k] for r < R (a multiple of 8), k < kc:
