@@ -150,10 +150,11 @@ tt_tensor *tt_matmul(tt_ctx *c, tt_tensor *a, tt_tensor *b) {
 static tl_status bw_linear(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     tt_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int64_t in = w->shape[1], out = w->shape[0], rows = tt_numel(x) / in;
-    if (tt__need(n, 0)) { /* dx[rows, in] += g[rows, out] @ W[out, in] */
-        tt_tensor *gx = tt__grad_buf(x);
+    if (tt__need(n, 0)) { /* dx[rows, in] (+)= g[rows, out] @ W[out, in] */
+        bool fresh;
+        tt_tensor *gx = tt__grad_buf_for_write(x, &fresh);
         if (!gx) return TL_ERR_NOMEM;
-        gemm_any(c, x->dtype, rows, in, out, tt_data(g), out, 1, tt_data(w), in, 1, tt_data(gx), in, true);
+        gemm_any(c, x->dtype, rows, in, out, tt_data(g), out, 1, tt_data(w), in, 1, tt_data(gx), in, !fresh);
     }
     if (tt__need(n, 1)) { /* dW[out, in] += g^T @ x */
         tt_tensor *gw = tt__grad_buf(w);

@@ -192,18 +192,27 @@ static tt_tensor *wrap_pooled(tt_device dev, void *buf, tt_dtype dt, int ndim, c
     return t;
 }
 
-tt_tensor *tt__grad_new(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape) {
+static tt_tensor *grad_new(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape, bool zero) {
     int64_t n;
     void *reuse = NULL;
     if (c && shape_ok(ndim, shape, &n) && n > 0) reuse = pool_get(c, dev, (size_t)n * tt__esize(dt));
     if (!reuse) return tensor_alloc(dev, dt, ndim, shape);
     size_t nb = (size_t)n * tt__esize(dt);
-    if (dev == TT_CPU) memset(reuse, 0, nb);
-    else if (tt__dev_zero(dev, reuse, nb) != TL_OK) {
+    if (zero && dev == TT_CPU) {
+        memset(reuse, 0, nb);
+    } else if (zero && tt__dev_zero(dev, reuse, nb) != TL_OK) {
         tt__pool_put(c, dev, reuse, nb);
         return NULL;
     }
     return wrap_pooled(dev, reuse, dt, ndim, shape, nb);
+}
+
+tt_tensor *tt__grad_new(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape) {
+    return grad_new(c, dev, dt, ndim, shape, true);
+}
+
+tt_tensor *tt__grad_new_raw(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape) {
+    return grad_new(c, dev, dt, ndim, shape, false);
 }
 
 void tt__grad_free(tt_ctx *c, tt_tensor *g) {

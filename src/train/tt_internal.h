@@ -54,6 +54,8 @@ struct tt_ctx {
 /* Zeroed gradient buffer for a tensor owned by c (from c's pool when one of
  * the size is free; c may be NULL: plain allocation), and its release. */
 tt_tensor *tt__grad_new(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape);
+/* The same with contents undefined, for a caller that writes every element. */
+tt_tensor *tt__grad_new_raw(tt_ctx *c, tt_device dev, tt_dtype dt, int ndim, const int64_t *shape);
 void tt__grad_free(tt_ctx *c, tt_tensor *g);
 /* Give a temporary's buffer (on dev) back to c's pool (or free it). */
 void tt__pool_put(tt_ctx *c, tt_device dev, void *data, size_t nbytes);
@@ -189,6 +191,10 @@ tt_node *tt__record(tt_ctx *c, const char *op, tt_backward_fn bw, tt_tensor *out
 tl_status tt__acc_grad(tt_tensor *t, const tt_tensor *g);
 /* Grad buffer of t (allocating zeros if absent), for ops that accumulate in place. */
 tt_tensor *tt__grad_buf(tt_tensor *t);
+/* Grad buffer of CPU tensor t for a backward that writes it whole: when t
+ * has none yet it is made with contents undefined and *fresh is set (write,
+ * do not add); else *fresh is false (add into it). NULL: out of memory. */
+tt_tensor *tt__grad_buf_for_write(tt_tensor *t, bool *fresh);
 static inline bool tt__need(const tt_node *n, int i) { return n->in[i] && n->in[i]->requires_grad; }
 
 /* Element-wise style passes: fewer values than this stay on the calling
