@@ -197,6 +197,47 @@ static void f32_paths_vs_f64(void) {
     tt_ctx_free(c);
 }
 
+/* f32 attention (the AVX2 softmax rows where the CPU has AVX2, the scalar
+ * rows elsewhere) against the f64 path on the same inputs: causal and not,
+ * rows whose length is no multiple of 8, forward and all three gradients
+ * of sum(o * R). */
+static void attention_f32_vs_f64(void) {
+    int64_t shapes[][2] = {{13, 13}, {5, 21}, {16, 16}};
+    for (int t = 0; t < 3; t++)
+        for (int causal = 0; causal < 2; causal++) {
+            tt_ctx *c;
+            tt_ctx_init(2, &c);
+            int64_t T = shapes[t][0], S = shapes[t][1];
+            int64_t qs[4] = {2, 2, T, 8}, ks[4] = {2, 2, S, 8};
+            tt_tensor *x64[4], *x32[4];
+            for (int i = 0; i < 4; i++) {
+                x64[i] = tt_new(TT_F64, 4, i == 0 || i == 3 ? qs : ks);
+                x32[i] = tt_new(TT_F32, 4, i == 0 || i == 3 ? qs : ks);
+                tt_init_uniform(x64[i], &g_rng, -2, 2);
+                tt_copy_(x32[i], x64[i]);
+                tt_copy_(x64[i], x32[i]);
+                x64[i]->requires_grad = x32[i]->requires_grad = i < 3;
+            }
+            tt_tensor *o64 = tt_attention(c, x64[0], x64[1], x64[2], causal, 0);
+            tt_tensor *o32 = tt_attention(c, x32[0], x32[1], x32[2], causal, 0);
+            double e = 0;
+            for (int64_t i = 0; i < tt_numel(o64); i++) e = fmax(e, fabs(tt_get(o32, i) - tt_get(o64, i)));
+            tt_backward(c, tt_sum(c, tt_mul(c, o64, x64[3])));
+            tt_backward(c, tt_sum(c, tt_mul(c, o32, x32[3])));
+            double eg = 0;
+            for (int i = 0; i < 3; i++)
+                for (int64_t k = 0; k < tt_numel(x64[i]); k++)
+                    eg = fmax(eg, fabs(tt_get(x32[i]->grad, k) - tt_get(x64[i]->grad, k)));
+            CHECK(e < 2e-6 && eg < 1e-5, "f32 attention T=%lld S=%lld causal=%d: fwd err %g, grad err %g",
+                  (long long)T, (long long)S, causal, e, eg);
+            for (int i = 0; i < 4; i++) {
+                tt_free(x64[i]);
+                tt_free(x32[i]);
+            }
+            tt_ctx_free(c);
+        }
+}
+
 static void gemm_vs_naive(void) {
     /* the blocked/threaded f32 gemm against a double-accumulated naive loop */
     int64_t dims[][3] = {{1, 1, 1}, {7, 19, 5}, {97, 130, 300}, {200, 33, 513}};
@@ -311,6 +352,7 @@ int main(void) {
     gemm_vs_naive();
     gemm_fma_twin();
     f32_paths_vs_f64();
+    attention_f32_vs_f64();
     double worst = 0;
 #define RUN(...) GC_RUN(worst, __VA_ARGS__)
     RUN("add broadcast", b_add_bcast, 2, -1, 1, {3, 2, 3, 4}, {2, 3, 1});
