@@ -53,7 +53,8 @@ typedef struct gemm_job {
     int64_t rsa, csa, rsb, csb, ldc;
     float *C;
     bool acc;
-    int64_t mb, tm, np; /* rows per M tile, M tiles, nr-wide B panels */
+    int64_t np;         /* nr-wide B panels */
+    bool split_n;       /* threads split the B panels (else the rows) */
     float *bp;          /* packed B: [np][K][nr], zero-padded (panels not read in place) */
     bool b_rows;        /* B's rows are unit-stride: full panels are read in place */
     int mr, nr;         /* the micro-kernel's tile */
@@ -127,12 +128,14 @@ static void pack_b_task(void *arg, int ith, int nth) {
     }
 }
 
-static void gemm_tile(const gemm_job *j, int64_t ti, float *ap) {
-    int64_t m0 = ti * j->mb;
-    int64_t mb = j->M - m0 < j->mb ? j->M - m0 : j->mb;
+/* C rows [m0, m0 + mb) (mb <= MB) x B panels [p0, p1) */
+static void gemm_tile(const gemm_job *j, int64_t m0, int64_t mb, int64_t p0, int64_t p1, float *ap) {
     if (j->K == 0) {
         if (!j->acc)
-            for (int64_t m = 0; m < mb; m++) memset(j->C + (m0 + m) * j->ldc, 0, (size_t)j->N * sizeof(float));
+            for (int64_t m = 0; m < mb; m++) {
+                int64_t n1 = p1 * j->nr < j->N ? p1 * j->nr : j->N;
+                memset(j->C + (m0 + m) * j->ldc + p0 * j->nr, 0, (size_t)(n1 - p0 * j->nr) * sizeof(float));
+            }
         return;
     }
     int64_t nmr = (mb + j->mr - 1) / j->mr;
@@ -154,7 +157,7 @@ static void gemm_tile(const gemm_job *j, int64_t ti, float *ap) {
             }
         }
         int acc = j->acc || k0 > 0;
-        for (int64_t p = 0; p < j->np; p++) {
+        for (int64_t p = p0; p < p1; p++) {
             int nr = (int)(j->N - p * j->nr < j->nr ? j->N - p * j->nr : j->nr);
             const float *b = j->bp + p * j->K * j->nr + k0 * j->nr;
             int64_t ldb = j->nr;
@@ -168,11 +171,27 @@ static void gemm_tile(const gemm_job *j, int64_t ti, float *ap) {
     }
 }
 
+/* Thread ith of nth takes a contiguous share of the micro-rows (split_n:
+ * of the B panels, with every row) and walks it in tiles of <= MB rows. */
 static void gemm_task(void *arg, int ith, int nth) {
     const gemm_job *j = arg;
     float ap[MB * KC] __attribute__((aligned(64))); /* edge micro-panels: [mb / mr][kc][mr] */
-    for (int64_t t = ith; t < j->tm; t += nth) gemm_tile(j, t, ap);
+    int64_t nmr = (j->M + j->mr - 1) / j->mr;
+    int64_t r0 = 0, r1 = nmr, p0 = 0, p1 = j->np;
+    if (j->split_n)
+        p0 = j->np * ith / nth, p1 = j->np * (ith + 1) / nth;
+    else
+        r0 = nmr * ith / nth, r1 = nmr * (ith + 1) / nth;
+    if (p0 >= p1) return;
+    for (int64_t r = r0; r < r1; r += MB / j->mr) {
+        int64_t m0 = r * j->mr, m1 = (r + MB / j->mr < r1 ? r + MB / j->mr : r1) * j->mr;
+        if (m1 > j->M) m1 = j->M;
+        gemm_tile(j, m0, m1 - m0, p0, p1, ap);
+    }
 }
+
+/* the larger share over the average share when u units go to n threads */
+static double split_cost(int64_t u, int n) { return (double)((u + n - 1) / n) * n / (double)u; }
 
 void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa,
                  int64_t csa, const float *B, int64_t rsb, int64_t csb, float *C, int64_t ldc,
@@ -180,7 +199,6 @@ void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K, const float
     if (M <= 0 || N <= 0) return;
     int nth = tp ? tl_threadpool_size(tp) : 1;
     bool par = nth > 1 && (double)M * N * K >= 64.0 * 64 * 64;
-    /* M tiles: at most MB rows, and enough tiles (4 per thread) to balance */
     int mr = 6, nr = 16;
     ukr_fn ukr = ukr_scalar, ukr_rows = NULL;
     if (tl_cpu_use_avx512()) {
@@ -188,12 +206,10 @@ void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K, const float
     } else if (tl_cpu_use_avx2()) {
         ukr = tt__ukr_6x16_avx2;
     }
-    int64_t mb = par ? (M + 4 * nth - 1) / (4 * nth) : MB;
-    mb = (mb + mr - 1) / mr * mr;
-    if (mb > MB) mb = MB;
-    if (mb < mr) mb = mr;
-    gemm_job j = {M, N, K, A, B, rsa, csa, rsb, csb, ldc, C, accumulate, mb, (M + mb - 1) / mb,
-                  (N + nr - 1) / nr, NULL, csb == 1, mr, nr, ukr, ukr_rows};
+    gemm_job j = {M, N, K, A, B, rsa, csa, rsb, csb, ldc, C, accumulate, (N + nr - 1) / nr, false, NULL, csb == 1,
+                  mr, nr, ukr, ukr_rows};
+    /* threads split the micro-rows, or the B panels where that balances better */
+    if (par) j.split_n = split_cost(j.np, nth) < split_cost((M + mr - 1) / mr, nth);
     size_t bytes = (size_t)(j.np * (K > 0 ? K : 1) * nr) * sizeof(float);
     j.bp = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!j.bp) { /* no memory for packing: plain loop, slow but correct */
