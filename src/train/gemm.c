@@ -33,7 +33,7 @@ void tt__ukr_12x32_avx512(int64_t kc, const float *a, int64_t lda, const float *
                           int64_t ldc, int acc, int mr, int nr);
 void tt__ukr_12x32_rows_avx512(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                                int64_t ldc, int acc, int mr, int nr);
-void tt__pack_kmajor_avx512(const float *src, int64_t ld, int R, int64_t kc, float *dst);
+void tt__pack_kmajor_avx512(const float *src, int64_t ld, int rows, int R, int64_t kc, float *dst);
 
 #define MR 6
 #define NR 16
@@ -100,8 +100,8 @@ static void pack_b_task(void *arg, int ith, int nth) {
         int64_t n0 = p * nr, cols = j->N - n0 < nr ? j->N - n0 : nr;
         if (j->b_rows && cols == nr) continue;
         if (j->rsb == 1 && j->csb != 1) { /* B read through a transpose: contiguous along k */
-            if (nr == 32 && cols == 32) {
-                tt__pack_kmajor_avx512(j->B + n0 * j->csb, j->csb, 32, j->K, dst);
+            if (nr == 32) {
+                tt__pack_kmajor_avx512(j->B + n0 * j->csb, j->csb, (int)cols, 32, j->K, dst);
                 continue;
             }
             for (int64_t cc = 0; cc < nr; cc++) {

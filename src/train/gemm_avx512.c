@@ -80,13 +80,15 @@ void tt__ukr_12x32_rows_avx512(int64_t kc, const float *a, int64_t lda, const fl
     ukr_body(kc, a, lda, 1, b, ldb, c, ldc, acc, mr, nr);
 }
 
-/* dst[k * R + r] = src[r * ld + k] for r < R (a multiple of 8), k < kc:
- * R rows that run along k, packed k-major (the rows of W into a 32-wide B
- * panel when B is W^T), 8 x 8 blocks through registers. */
-void tt__pack_kmajor_avx512(const float *src, int64_t ld, int R, int64_t kc, float *dst) {
+/* dst[k * R + r] = src[r * ld + k] for r < rows, 0 for rows <= r < R
+ * (R a multiple of 8), k < kc: rows that run along k, packed k-major (the
+ * rows of W into a 32-wide B panel when B is W^T), 8 x 8 blocks through
+ * registers. */
+void tt__pack_kmajor_avx512(const float *src, int64_t ld, int rows, int R, int64_t kc, float *dst) {
+    int full = rows / 8 * 8;
     int64_t k = 0;
     for (; k + 8 <= kc; k += 8) {
-        for (int r0 = 0; r0 < R; r0 += 8) {
+        for (int r0 = 0; r0 < full; r0 += 8) {
             __m256i v[8];
             for (int i = 0; i < 8; i++) v[i] = _mm256_castps_si256(_mm256_loadu_ps(src + (r0 + i) * ld + k));
             cpu_transpose8x32(v);
@@ -94,5 +96,7 @@ void tt__pack_kmajor_avx512(const float *src, int64_t ld, int R, int64_t kc, flo
         }
     }
     for (; k < kc; k++)
-        for (int r = 0; r < R; r++) dst[k * R + r] = src[r * ld + k];
+        for (int r = 0; r < full; r++) dst[k * R + r] = src[r * ld + k];
+    for (k = 0; k < kc; k++)
+        for (int r = full; r < R; r++) dst[k * R + r] = r < rows ? src[r * ld + k] : 0.0f;
 }
