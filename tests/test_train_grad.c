@@ -238,6 +238,51 @@ static void attention_f32_vs_f64(void) {
         }
 }
 
+/* layernorm over more rows than one weight-gradient chunk: f32 gradients
+ * bit-identical at 1 and 3 threads, and within 1e-5 of the f64 path. */
+static void layernorm_threads(void) {
+    int64_t xs[2] = {200, 40}, ws = 40;
+    tt_tensor *x64 = tt_new(TT_F64, 2, xs), *r64 = tt_new(TT_F64, 2, xs), *w64 = tt_new(TT_F64, 1, &ws);
+    tt_tensor *b64 = tt_new(TT_F64, 1, &ws);
+    tt_init_uniform(x64, &g_rng, -2, 2);
+    tt_init_uniform(r64, &g_rng, -1, 1);
+    tt_init_uniform(w64, &g_rng, 0.5, 1.5);
+    tt_init_uniform(b64, &g_rng, -1, 1);
+    tt_tensor *src[4] = {x64, r64, w64, b64}, *grads[3][3] = {{0}};
+    for (int run = 0; run < 3; run++) { /* f32 at 1 thread, f32 at 3 threads, f64 */
+        tt_ctx *c;
+        tt_ctx_init(run == 1 ? 3 : 1, &c);
+        tt_dtype dt = run == 2 ? TT_F64 : TT_F32;
+        tt_tensor *t[4];
+        for (int i = 0; i < 4; i++) {
+            t[i] = tt_new(dt, src[i]->ndim, src[i]->shape);
+            tt_copy_(t[i], src[i]);
+            t[i]->requires_grad = i != 1;
+        }
+        tt_backward(c, tt_sum(c, tt_mul(c, tt_layernorm(c, t[0], t[2], t[3], 1e-5), t[1])));
+        int gi[3] = {0, 2, 3};
+        for (int k = 0; k < 3; k++) {
+            grads[run][k] = tt_new(TT_F64, t[gi[k]]->ndim, t[gi[k]]->shape);
+            tt_copy_(grads[run][k], t[gi[k]]->grad);
+        }
+        for (int i = 0; i < 4; i++) tt_free(t[i]);
+        tt_ctx_free(c);
+    }
+    for (int k = 0; k < 3; k++) {
+        int64_t n = tt_numel(grads[0][k]), same = 0;
+        double e = 0;
+        for (int64_t i = 0; i < n; i++) {
+            same += tt_get(grads[0][k], i) == tt_get(grads[1][k], i);
+            e = fmax(e, fabs(tt_get(grads[0][k], i) - tt_get(grads[2][k], i)));
+        }
+        CHECK(same == n, "layernorm grad %d: %lld of %lld values differ between 1 and 3 threads", k,
+              (long long)(n - same), (long long)n);
+        CHECK(e < 1e-5, "layernorm grad %d: f32 off f64 by %g", k, e);
+        for (int r = 0; r < 3; r++) tt_free(grads[r][k]);
+    }
+    for (int i = 0; i < 4; i++) tt_free(src[i]);
+}
+
 static void gemm_vs_naive(void) {
     /* the blocked/threaded f32 gemm against a double-accumulated naive loop */
     int64_t dims[][3] = {{1, 1, 1}, {7, 19, 5}, {97, 130, 300}, {200, 33, 513}};
@@ -353,6 +398,7 @@ int main(void) {
     gemm_fma_twin();
     f32_paths_vs_f64();
     attention_f32_vs_f64();
+    layernorm_threads();
     double worst = 0;
 #define RUN(...) GC_RUN(worst, __VA_ARGS__)
     RUN("add broadcast", b_add_bcast, 2, -1, 1, {3, 2, 3, 4}, {2, 3, 1});
