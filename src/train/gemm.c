@@ -1,16 +1,18 @@
 /* train/gemm: the matmul every training op uses (forward and backward), on
  * arbitrary strides so transposes cost no copy.
- * f32: C is cut into MB x NB tiles handed round-robin to the pool's threads;
- * per tile, K runs in KC slices and a register-blocked micro-kernel does the
- * FLOPs: 12x32 with AVX-512, 6x16 with AVX2/FMA, 6x16 scalar elsewhere
- * (chosen per call from base/cpu). The kernels read A and B where they lie
- * when the layout allows (A^T k-major, A's rows with the AVX-512 kernel, B's
- * rows when unit-stride); other panels, and edge panels, are packed
- * zero-padded. Each C element's K sum runs in one fixed order whatever the
- * thread count, so results are deterministic (resume relies on this); the
- * AVX-512 and AVX2 kernels share that order and give the same bits.
- * f64 (gradient checks only) is a plain loop.
- * Owns: nothing (packing buffers live on the stack). Calls: base/cpu, threadpool. */
+ * f32: each of the pool's threads takes a contiguous share of C's
+ * micro-rows (or of its B panels, where that balances better) and walks it
+ * in tiles of <= MB rows; per tile, K runs in KC slices and a
+ * register-blocked micro-kernel does the FLOPs: 12x32 with AVX-512, 6x16
+ * with AVX2/FMA, 6x16 scalar elsewhere (chosen per call from base/cpu). The
+ * kernels read A and B where they lie when the layout allows (A^T k-major,
+ * A's rows with the AVX-512 kernel, B's rows when unit-stride); other
+ * panels, and edge panels, are packed zero-padded. Each C element's K sum
+ * runs in one fixed order whatever the thread count, so results are
+ * deterministic (resume relies on this); the AVX-512 and AVX2 kernels share
+ * that order and give the same bits. f64 (gradient checks only) is a plain
+ * loop.
+ * Owns: nothing (A edge panels on the stack, packed B per call). Calls: base/cpu, threadpool. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,8 +82,8 @@ static void pack_a(const gemm_job *j, int64_t m0, int64_t rows, int64_t k0, int6
         return;
     }
     for (int64_t r = 0; r < mr; r++) {
-        const float *src = j->A + (m0 + r) * j->rsa + k0 * j->csa;
-        if (r >= rows)
+        const float *src = r < rows ? j->A + (m0 + r) * j->rsa + k0 * j->csa : NULL;
+        if (!src)
             for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = 0.0f;
         else if (j->csa == 1)
             for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = src[k];
