@@ -318,7 +318,12 @@ tt_tensor *tt_mse(tt_ctx *c, tt_tensor *a, tt_tensor *b); /* mean of squares -> 
 tt_tensor *tt_dropout(tt_ctx *c, tt_tensor *x, double p, uint64_t seed, bool training);
 
 /* ---- matmul kernel (exposed for tests/bench) -----------------------------
- * C[m*ldc + n] (+)= sum_k A[m*rsa + k*csa] * B[k*rsb + n*csb]. */
+ * C[m*ldc + n] (+)= sum_k A[m*rsa + k*csa] * B[k*rsb + n*csb].
+ * f32 summation order, the same for every thread count: k runs in slices
+ * of TT_GEMM_KC; within a slice one chain from zero (a fused multiply-add
+ * per k where the CPU has AVX2/FMA or AVX-512, a multiply and an add on the
+ * scalar path), and each slice's sum is added to C in turn. */
+#define TT_GEMM_KC 256
 void tt_gemm_f32(tl_threadpool *tp, int64_t M, int64_t N, int64_t K,
                  const float *A, int64_t rsa, int64_t csa,
                  const float *B, int64_t rsb, int64_t csb,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "test_util.h"
+#include "base/cpu.h"
 #include "base/threadpool.h"
 #include "tallow_train.h"
 #include "train_gradcheck.h"
@@ -196,6 +197,92 @@ static void f32_paths_vs_f64(void) {
     tt_ctx_free(c);
 }
 
+/* f32 attention (the AVX2 softmax rows where the CPU has AVX2, the scalar
+ * rows elsewhere) against the f64 path on the same inputs: causal and not,
+ * rows whose length is no multiple of 8, forward and all three gradients
+ * of sum(o * R). */
+static void attention_f32_vs_f64(void) {
+    int64_t shapes[][2] = {{13, 13}, {5, 21}, {16, 16}};
+    for (int t = 0; t < 3; t++)
+        for (int causal = 0; causal < 2; causal++) {
+            tt_ctx *c;
+            tt_ctx_init(2, &c);
+            int64_t T = shapes[t][0], S = shapes[t][1];
+            int64_t qs[4] = {2, 2, T, 8}, ks[4] = {2, 2, S, 8};
+            tt_tensor *x64[4], *x32[4];
+            for (int i = 0; i < 4; i++) {
+                x64[i] = tt_new(TT_F64, 4, i == 0 || i == 3 ? qs : ks);
+                x32[i] = tt_new(TT_F32, 4, i == 0 || i == 3 ? qs : ks);
+                tt_init_uniform(x64[i], &g_rng, -2, 2);
+                tt_copy_(x32[i], x64[i]);
+                tt_copy_(x64[i], x32[i]);
+                x64[i]->requires_grad = x32[i]->requires_grad = i < 3;
+            }
+            tt_tensor *o64 = tt_attention(c, x64[0], x64[1], x64[2], causal, 0);
+            tt_tensor *o32 = tt_attention(c, x32[0], x32[1], x32[2], causal, 0);
+            double e = 0;
+            for (int64_t i = 0; i < tt_numel(o64); i++) e = fmax(e, fabs(tt_get(o32, i) - tt_get(o64, i)));
+            tt_backward(c, tt_sum(c, tt_mul(c, o64, x64[3])));
+            tt_backward(c, tt_sum(c, tt_mul(c, o32, x32[3])));
+            double eg = 0;
+            for (int i = 0; i < 3; i++)
+                for (int64_t k = 0; k < tt_numel(x64[i]); k++)
+                    eg = fmax(eg, fabs(tt_get(x32[i]->grad, k) - tt_get(x64[i]->grad, k)));
+            CHECK(e < 2e-6 && eg < 1e-5, "f32 attention T=%lld S=%lld causal=%d: fwd err %g, grad err %g",
+                  (long long)T, (long long)S, causal, e, eg);
+            for (int i = 0; i < 4; i++) {
+                tt_free(x64[i]);
+                tt_free(x32[i]);
+            }
+            tt_ctx_free(c);
+        }
+}
+
+/* layernorm over more rows than one weight-gradient chunk: f32 gradients
+ * bit-identical at 1 and 3 threads, and within 1e-5 of the f64 path. */
+static void layernorm_threads(void) {
+    int64_t xs[2] = {200, 40}, ws = 40;
+    tt_tensor *x64 = tt_new(TT_F64, 2, xs), *r64 = tt_new(TT_F64, 2, xs), *w64 = tt_new(TT_F64, 1, &ws);
+    tt_tensor *b64 = tt_new(TT_F64, 1, &ws);
+    tt_init_uniform(x64, &g_rng, -2, 2);
+    tt_init_uniform(r64, &g_rng, -1, 1);
+    tt_init_uniform(w64, &g_rng, 0.5, 1.5);
+    tt_init_uniform(b64, &g_rng, -1, 1);
+    tt_tensor *src[4] = {x64, r64, w64, b64}, *grads[3][3] = {{0}};
+    for (int run = 0; run < 3; run++) { /* f32 at 1 thread, f32 at 3 threads, f64 */
+        tt_ctx *c;
+        tt_ctx_init(run == 1 ? 3 : 1, &c);
+        tt_dtype dt = run == 2 ? TT_F64 : TT_F32;
+        tt_tensor *t[4];
+        for (int i = 0; i < 4; i++) {
+            t[i] = tt_new(dt, src[i]->ndim, src[i]->shape);
+            tt_copy_(t[i], src[i]);
+            t[i]->requires_grad = i != 1;
+        }
+        tt_backward(c, tt_sum(c, tt_mul(c, tt_layernorm(c, t[0], t[2], t[3], 1e-5), t[1])));
+        int gi[3] = {0, 2, 3};
+        for (int k = 0; k < 3; k++) {
+            grads[run][k] = tt_new(TT_F64, t[gi[k]]->ndim, t[gi[k]]->shape);
+            tt_copy_(grads[run][k], t[gi[k]]->grad);
+        }
+        for (int i = 0; i < 4; i++) tt_free(t[i]);
+        tt_ctx_free(c);
+    }
+    for (int k = 0; k < 3; k++) {
+        int64_t n = tt_numel(grads[0][k]), same = 0;
+        double e = 0;
+        for (int64_t i = 0; i < n; i++) {
+            same += tt_get(grads[0][k], i) == tt_get(grads[1][k], i);
+            e = fmax(e, fabs(tt_get(grads[0][k], i) - tt_get(grads[2][k], i)));
+        }
+        CHECK(same == n, "layernorm grad %d: %lld of %lld values differ between 1 and 3 threads", k,
+              (long long)(n - same), (long long)n);
+        CHECK(e < 1e-5, "layernorm grad %d: f32 off f64 by %g", k, e);
+        for (int r = 0; r < 3; r++) tt_free(grads[r][k]);
+    }
+    for (int i = 0; i < 4; i++) tt_free(src[i]);
+}
+
 static void gemm_vs_naive(void) {
     /* the blocked/threaded f32 gemm against a double-accumulated naive loop */
     int64_t dims[][3] = {{1, 1, 1}, {7, 19, 5}, {97, 130, 300}, {200, 33, 513}};
@@ -233,6 +320,71 @@ static void gemm_vs_naive(void) {
     tl_threadpool_free(tp);
 }
 
+/* The f32 gemm at each kernel level this CPU runs against its scalar twin:
+ * the documented summation order (tallow_train.h) written with fmaf, which
+ * the AVX2 and AVX-512 kernels must match bit for bit, for every A/B
+ * layout the ops use (plain, B through a transpose, A through a transpose),
+ * with accumulate, edges that fill no whole tile, K over several slices,
+ * and 1 vs 3 threads. The scalar level (no FMA) is held to 1e-5. */
+static void gemm_fma_twin(void) {
+    int64_t dims[][3] = {{13, 45, 300}, {96, 64, 128}, {25, 33, 7}, {130, 97, 520}, {1, 32, 9}};
+    tl_threadpool *tp;
+    tl_threadpool_init(3, &tp);
+    int top = tl_cpu_detected_level();
+    for (int lv = TL_CPU_LEVEL_SCALAR; lv <= top; lv++) {
+        tl_cpu_set_level(lv);
+        for (int t = 0; t < 5; t++) {
+            int64_t M = dims[t][0], N = dims[t][1], K = dims[t][2];
+            float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+            float *C0 = malloc(sizeof(float) * (size_t)(M * N)), *C1 = malloc(sizeof(float) * (size_t)(M * N));
+            float *R = malloc(sizeof(float) * (size_t)(M * N)), *Ci = malloc(sizeof(float) * (size_t)(M * N));
+            for (int64_t i = 0; i < M * K; i++) A[i] = (float)(tt_rng_uniform(&g_rng) - 0.5);
+            for (int64_t i = 0; i < K * N; i++) B[i] = (float)(tt_rng_uniform(&g_rng) - 0.5);
+            for (int64_t i = 0; i < M * N; i++) Ci[i] = (float)(tt_rng_uniform(&g_rng) - 0.5);
+            for (int tr = 0; tr < 3; tr++)
+                for (int acc = 0; acc < 2; acc++) {
+                    /* the same values read through each layout: A [M,K] or stored [K,M]; B [K,N] or [N,K] */
+                    int64_t rsa = tr == 2 ? 1 : K, csa = tr == 2 ? M : 1;
+                    int64_t rsb = tr == 1 ? 1 : N, csb = tr == 1 ? K : 1;
+                    for (int64_t i = 0; i < M * N; i++) C0[i] = C1[i] = R[i] = Ci[i];
+                    tt_gemm_f32(NULL, M, N, K, A, rsa, csa, B, rsb, csb, C0, N, acc);
+                    tt_gemm_f32(tp, M, N, K, A, rsa, csa, B, rsb, csb, C1, N, acc);
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            float *r = &R[m * N + n];
+                            for (int64_t k0 = 0; k0 < K; k0 += TT_GEMM_KC) {
+                                float s = 0;
+                                for (int64_t k = k0; k < K && k < k0 + TT_GEMM_KC; k++)
+                                    s = fmaf(A[m * rsa + k * csa], B[k * rsb + n * csb], s);
+                                *r = (acc || k0 > 0) ? *r + s : s;
+                            }
+                        }
+                    int64_t bad = 0, diff13 = 0;
+                    double maxe = 0;
+                    for (int64_t i = 0; i < M * N; i++) {
+                        double e = fabs((double)C0[i] - R[i]);
+                        maxe = e > maxe ? e : maxe;
+                        bad += lv > TL_CPU_LEVEL_SCALAR ? C0[i] != R[i] : e > 1e-5;
+                        diff13 += memcmp(&C0[i], &C1[i], sizeof(float)) != 0;
+                    }
+                    CHECK(bad == 0, "gemm %s %lldx%lldx%lld tr=%d acc=%d: %lld of %lld values off the fmaf twin (max %g)",
+                          tl_cpu_level_name(lv), (long long)M, (long long)N, (long long)K, tr, acc, (long long)bad,
+                          (long long)(M * N), maxe);
+                    CHECK(diff13 == 0, "gemm %s %lldx%lldx%lld tr=%d: %lld values differ between 1 and 3 threads",
+                          tl_cpu_level_name(lv), (long long)M, (long long)N, (long long)K, tr, (long long)diff13);
+                }
+            free(A);
+            free(B);
+            free(C0);
+            free(C1);
+            free(R);
+            free(Ci);
+        }
+    }
+    tl_cpu_set_level(top);
+    tl_threadpool_free(tp);
+}
+
 int main(void) {
     tt_rng_seed(&g_rng, 42);
     for (int i = 0; i < 64; i++) {
@@ -243,7 +395,10 @@ int main(void) {
     g_tg[5] = -100;
     autograd_behaviour();
     gemm_vs_naive();
+    gemm_fma_twin();
     f32_paths_vs_f64();
+    attention_f32_vs_f64();
+    layernorm_threads();
     double worst = 0;
 #define RUN(...) GC_RUN(worst, __VA_ARGS__)
     RUN("add broadcast", b_add_bcast, 2, -1, 1, {3, 2, 3, 4}, {2, 3, 1});

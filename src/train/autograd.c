@@ -236,9 +236,10 @@ tl_status tt__acc_grad(tt_tensor *t, const tt_tensor *g) {
         return tl_err(TL_ERR_INVALID, "train: gradient of %lld elements for a tensor of %lld",
                       (long long)tt_numel(g), (long long)tt_numel(t));
     if (!t->grad) { /* first gradient: copy instead of zero + add */
-        t->grad = tt__grad_new(t->owner, TT_CPU, t->dtype, t->ndim, t->shape);
+        bool whole = tt_numel(g) == tt_numel(t);
+        t->grad = (whole ? tt__grad_new_raw : tt__grad_new)(t->owner, TT_CPU, t->dtype, t->ndim, t->shape);
         if (!t->grad) return TL_ERR_NOMEM;
-        if (tt_numel(g) == tt_numel(t)) {
+        if (whole) {
             tt_copy_(t->grad, g); /* same shape: strided copy; else row-major order */
             return TL_OK;
         }

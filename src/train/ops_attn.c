@@ -2,13 +2,18 @@
  * backward, one (batch, head) at a time on the thread pool. The forward keeps
  * the probabilities P [B, H, T, S] for the backward (memory like PyTorch's
  * unfused attention); backward runs per (batch, kv-head) group so the heads
- * sharing a K/V accumulate their gradients without races.
+ * sharing a K/V accumulate their gradients without races. The f32 softmax
+ * rows and their backward have an AVX2 twin (ops_attn_avx2.c).
  * Owns: nothing. Calls: train/gemm, train internals. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "train/tt_internal.h"
+
+void tt__attn_softmax_avx2(float *p, int64_t Tn, int64_t S, float scale, int causal);
+void tt__attn_dsoftmax_avx2(const float *p, float *dp, int64_t Tn, int64_t S, float scale);
 
 typedef struct attn_job {
     tt_dtype dt;
@@ -77,7 +82,9 @@ static void attn_fwd_task(void *arg, int ith, int nth) {
         char *p = (char *)j->p + (size_t)(bh * TS) * es;
         char *o = (char *)j->o + (size_t)((b * j->T * j->H + h) * j->D) * es;
         gemm1(j->dt, j->T, j->S, j->D, q, j->qs[2], j->qs[3], k, j->ks[3], j->ks[2], p, j->S, false);
-        if (j->dt == TT_F32)
+        if (j->dt == TT_F32 && tl_cpu_use_avx2())
+            tt__attn_softmax_avx2((float *)p, j->T, j->S, (float)j->scale, j->causal);
+        else if (j->dt == TT_F32)
             attn_softmax_f32((float *)p, j->T, j->S, j->scale, j->causal);
         else
             attn_softmax_f64((double *)p, j->T, j->S, j->scale, j->causal);
@@ -109,7 +116,9 @@ static void attn_bwd_task(void *arg, int ith, int nth) {
             if (!j->gq && !j->gk) continue;
             /* dP = dO V^T */
             gemm1(j->dt, j->T, j->S, j->D, g, j->D, 1, v, j->vs[3], j->vs[2], dp, j->S, false);
-            if (j->dt == TT_F32)
+            if (j->dt == TT_F32 && tl_cpu_use_avx2())
+                tt__attn_dsoftmax_avx2((const float *)p, dp, j->T, j->S, (float)j->scale);
+            else if (j->dt == TT_F32)
                 attn_dsoftmax_f32((const float *)p, dp, j->T, j->S, j->scale);
             else
                 attn_dsoftmax_f64((const double *)p, dp, j->T, j->S, j->scale);

@@ -328,13 +328,15 @@ static void un_run(tt_ctx *c, un_job *j) {
 static tl_status bw_unary(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     if (!tt__need(n, 0)) return TL_OK;
     tt_tensor *x = n->in[0]; /* contiguous (the op made it so) */
-    tt_tensor *gx = tt_new(x->dtype, x->ndim, x->shape);
+    bool fresh = !x->grad && tt_is_contiguous(g); /* then write x's first gradient in place */
+    tt_tensor *gx = fresh ? tt__grad_buf_for_write(x, &fresh) : tt_new(x->dtype, x->ndim, x->shape);
     if (!gx) return TL_ERR_NOMEM;
     int64_t m = tt_numel(x);
     if (x->dtype == TT_F32)
         un_run(c, &(un_job){(int)n->i[0], 1, tt_data(x), tt_data(n->out), tt_data(g), tt_data(gx), m, (float)n->f[0]});
     else
         un_bwd_f64((int)n->i[0], tt_data(x), tt_data(n->out), tt_data(g), tt_data(gx), m, n->f[0]);
+    if (fresh) return TL_OK;
     tl_status s = tt__acc_grad(x, gx);
     tt_free(gx);
     return s;

@@ -1,6 +1,5 @@
 /* train/ops_nn: the neural-network ops of GPT-2/Llama-style LMs with their
- * backward: softmax, log_softmax, embedding, layernorm (saves per-row mean
- * and rstd), rmsnorm (saves rstd), interleaved RoPE, cross-entropy (fused
+ * backward: softmax, log_softmax, embedding, interleaved RoPE, cross-entropy (fused
  * log-softmax, ignore_index; saves per-row logsumexp), MSE, dropout (saves
  * its mask). Row kernels are written once per compute type via macros.
  * Owns: nothing. Calls: train internals. */
@@ -149,121 +148,6 @@ tt_tensor *tt_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndim, c
     }
     return o;
 }
-
-/* ---- layernorm / rmsnorm -------------------------------------------------- */
-/* rms != 0: RMSNorm (no mean, no bias). stats: [R] mean (layernorm), [R] rstd. */
-#define DEF_NORM(T, SFX, SQRT)                                                            \
-    static void norm_fwd_##SFX(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, \
-                               int64_t R, int64_t C, double eps, int rms) {               \
-        for (int64_t r = 0; r < R; r++) {                                                 \
-            const T *xr = x + r * C;                                                      \
-            T *yr = y + r * C;                                                            \
-            double mu = 0, var = 0;                                                       \
-            if (!rms) {                                                                   \
-                for (int64_t j = 0; j < C; j++) mu += xr[j];                              \
-                mu /= (double)C;                                                          \
-            }                                                                             \
-            for (int64_t j = 0; j < C; j++) var += ((double)xr[j] - mu) * ((double)xr[j] - mu); \
-            var /= (double)C;                                                             \
-            T rs = (T)(1.0 / sqrt(var + eps));                                            \
-            T m = (T)mu;                                                                  \
-            if (mean) mean[r] = m;                                                        \
-            rstd[r] = rs;                                                                 \
-            for (int64_t j = 0; j < C; j++) yr[j] = (xr[j] - m) * rs * w[j] + (b ? b[j] : 0); \
-        }                                                                                 \
-    }                                                                                     \
-    static void norm_bwd_##SFX(const T *x, const T *w, const T *g, const T *mean, const T *rstd, \
-                               T *gx, T *gw, T *gb, int64_t R, int64_t C) {               \
-        for (int64_t r = 0; r < R; r++) {                                                 \
-            const T *xr = x + r * C, *gr = g + r * C;                                     \
-            T m = mean ? mean[r] : 0, rs = rstd[r];                                       \
-            double s1 = 0, s2 = 0; /* mean(dxhat), mean(dxhat * xhat) */                  \
-            for (int64_t j = 0; j < C; j++) {                                             \
-                T xh = (xr[j] - m) * rs, dxh = gr[j] * w[j];                              \
-                s1 += dxh;                                                                \
-                s2 += (double)dxh * xh;                                                   \
-                if (gw) gw[j] += gr[j] * xh;                                              \
-                if (gb) gb[j] += gr[j];                                                   \
-            }                                                                             \
-            T a1 = mean ? (T)(s1 / (double)C) : 0, a2 = (T)(s2 / (double)C);              \
-            if (gx) {                                                                     \
-                T *o = gx + r * C;                                                        \
-                for (int64_t j = 0; j < C; j++) {                                         \
-                    T xh = (xr[j] - m) * rs;                                              \
-                    o[j] += rs * (gr[j] * w[j] - a1 - xh * a2);                           \
-                }                                                                         \
-            }                                                                             \
-        }                                                                                 \
-    }
-DEF_NORM(float, f32, sqrtf)
-DEF_NORM(double, f64, sqrt)
-
-static tl_status bw_norm(tt_ctx *c, tt_node *n, const tt_tensor *g) {
-    tt_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
-    bool rms = n->i[0];
-    tt_tensor *gx = tt__need(n, 0) ? tt__grad_buf(x) : NULL;
-    tt_tensor *gw = tt__need(n, 1) ? tt__grad_buf(w) : NULL;
-    tt_tensor *gb = (b && tt__need(n, 2)) ? tt__grad_buf(b) : NULL;
-    tt_tensor *mean = rms ? NULL : n->saved[0], *rstd = n->saved[1];
-    if (x->dtype == TT_F32)
-        norm_bwd_f32(tt_data(x), tt_data(w), tt_data(g), mean ? tt_data(mean) : NULL, tt_data(rstd),
-                     gx ? tt_data(gx) : NULL, gw ? tt_data(gw) : NULL, gb ? tt_data(gb) : NULL, ROWS(x), COLS(x));
-    else
-        norm_bwd_f64(tt_data(x), tt_data(w), tt_data(g), mean ? tt_data(mean) : NULL, tt_data(rstd),
-                     gx ? tt_data(gx) : NULL, gw ? tt_data(gw) : NULL, gb ? tt_data(gb) : NULL, ROWS(x), COLS(x));
-    return TL_OK;
-}
-
-static tt_tensor *norm_op(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps, int rms) {
-#ifdef TALLOW_CUDA
-    if (x && tt__dev(x) == TT_CUDA) return tt__cu_norm(c, x, w, b, eps, rms);
-#endif
-    tt_tensor *in3[3] = {x, w, b};
-    const char *name = rms ? "rmsnorm" : "layernorm";
-    if (!tt__check(in3, b ? 3 : 2, name)) return NULL;
-    int64_t C = COLS(x), R = ROWS(x);
-    if (tt_numel(w) != C || (b && tt_numel(b) != C) || !tt_is_contiguous(w) || (b && !tt_is_contiguous(b))) {
-        tl_err(TL_ERR_INVALID, "train: %s: weight/bias must be contiguous with %lld elements", name, (long long)C);
-        return NULL;
-    }
-    tt_tensor *xc = tt_contiguous(c, x);
-    if (!xc) return NULL;
-    tt_tensor *o = tt__temp(c, x->dtype, x->ndim, x->shape);
-    tt_tensor *mean = rms ? NULL : tt_new(x->dtype, 1, &R), *rstd = tt_new(x->dtype, 1, &R);
-    if (!o || (!rms && !mean) || !rstd) {
-        tt_free(mean);
-        tt_free(rstd);
-        return NULL;
-    }
-    if (x->dtype == TT_F32)
-        norm_fwd_f32(tt_data(xc), tt_data(w), b ? tt_data(b) : NULL, tt_data(o), mean ? tt_data(mean) : NULL,
-                     tt_data(rstd), R, C, eps, rms);
-    else
-        norm_fwd_f64(tt_data(xc), tt_data(w), b ? tt_data(b) : NULL, tt_data(o), mean ? tt_data(mean) : NULL,
-                     tt_data(rstd), R, C, eps, rms);
-    tt_tensor *in[3] = {xc, w, b};
-    if (tt__needs_grad(c, in, 3)) {
-        tt_node *n = tt__record(c, name, bw_norm, o, in, b ? 3 : 2);
-        if (!n) {
-            tt_free(mean);
-            tt_free(rstd);
-            return NULL;
-        }
-        n->i[0] = rms;
-        n->saved[0] = mean;
-        n->saved[1] = rstd;
-        c->live_bytes += (size_t)R * 2 * tt__esize(x->dtype);
-    } else {
-        tt_free(mean);
-        tt_free(rstd);
-    }
-    return o;
-}
-
-tt_tensor *tt_layernorm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps) {
-    return norm_op(c, x, w, b, eps, 0);
-}
-tt_tensor *tt_rmsnorm(tt_ctx *c, tt_tensor *x, tt_tensor *w, double eps) { return norm_op(c, x, w, NULL, eps, 1); }
 
 /* ---- RoPE (interleaved pairs) -------------------------------------------- */
 /* dir = +1 forward rotation, -1 its inverse (the backward). */
