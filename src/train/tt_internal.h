@@ -191,7 +191,7 @@ tt_node *tt__record(tt_ctx *c, const char *op, tt_backward_fn bw, tt_tensor *out
 tl_status tt__acc_grad(tt_tensor *t, const tt_tensor *g);
 /* Grad buffer of t (allocating zeros if absent), for ops that accumulate in place. */
 tt_tensor *tt__grad_buf(tt_tensor *t);
-/* Grad buffer of CPU tensor t for a backward that writes it whole: when t
+/* Grad buffer of t (any device) for a backward that writes it whole: when t
  * has none yet it is made with contents undefined and *fresh is set (write,
  * do not add); else *fresh is false (add into it). NULL: out of memory. */
 tt_tensor *tt__grad_buf_for_write(tt_tensor *t, bool *fresh);
