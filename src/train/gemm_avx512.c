@@ -8,11 +8,11 @@
  * broadcast operand per k: 24 FMAs per 2 vector loads.
  * Each C element is one FMA chain over k = 0..kc-1 from zero, then added to
  * C: the order of the AVX2 kernel, so both give the same bits.
- * Owns: nothing. Calls: backend/cpu/transpose_avx2.h (the engine's 8x8 transpose). */
+ * Owns: nothing. Calls: base/transpose_avx2.h (the 8x8 transpose the engine shares). */
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "backend/cpu/transpose_avx2.h"
+#include "base/transpose_avx2.h"
 
 /* one k step of row r: a broadcast of A[r][k] times the two B vectors */
 #define ROW(r, x)                                 \

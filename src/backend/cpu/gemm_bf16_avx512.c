@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "backend/cpu/gemm.h"
-#include "backend/cpu/transpose_avx2.h"
+#include "base/transpose_avx2.h"
 #include "base/fp16.h"
 #include "quant/quant_internal.h"
 

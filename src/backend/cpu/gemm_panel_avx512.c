@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "backend/cpu/gemm.h"
-#include "backend/cpu/transpose_avx2.h"
+#include "base/transpose_avx2.h"
 #include "quant/quant_internal.h"
 
 /* Packing. Each row's block becomes 32 unsigned bytes in element order

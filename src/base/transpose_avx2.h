@@ -1,8 +1,9 @@
-/* backend/cpu/transpose_avx2: the 8 x 8 transpose of 32-bit elements the
- * AVX-512 weight packers share (256-bit AVX2 instructions; include only
- * from files built with AVX2 or wider). */
-#ifndef TL_BACKEND_CPU_TRANSPOSE_AVX2_H
-#define TL_BACKEND_CPU_TRANSPOSE_AVX2_H
+/* base/transpose_avx2: the 8 x 8 transpose of 32-bit elements that the
+ * engine's AVX-512 weight packers and the training framework's AVX-512 GEMM
+ * packer share (256-bit AVX2 instructions; include only from files built
+ * with AVX2 or wider). */
+#ifndef TL_BASE_TRANSPOSE_AVX2_H
+#define TL_BASE_TRANSPOSE_AVX2_H
 
 #include <immintrin.h>
 
