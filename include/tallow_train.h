@@ -311,6 +311,11 @@ tt_tensor *tt_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta);
 /* q [B, H, T, D], k/v [B, Hkv, S, D] (H % Hkv == 0: GQA); causal mask aligns
  * the last query with the last key. scale <= 0: 1/sqrt(D). -> [B, H, T, D]. */
 tt_tensor *tt_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale);
+/* Attention over a fused projection qkv [B, T, (H + 2 Hkv) D] (q, then k,
+ * then v, each head-major): the same as narrowing, viewing as heads and
+ * calling tt_attention, with the output's heads merged -> [B, T, H D].
+ * Backends read it in place and write its gradient in place. */
+tt_tensor *tt_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t heads, int64_t kv_heads, bool causal, double scale);
 /* logits [N, V], targets [N]; mean over targets != ignore_index -> [1]. */
 tt_tensor *tt_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *targets, int32_t ignore_index);
 tt_tensor *tt_mse(tt_ctx *c, tt_tensor *a, tt_tensor *b); /* mean of squares -> [1] */

@@ -193,8 +193,7 @@ static tt_tensor *drop(tt_ctx *c, tt_model *m, tt_tensor *x) {
 
 static tt_tensor *gpt2_forward(tt_ctx *c, tt_model *m, const int32_t *ids, int64_t B, int64_t T) {
     const tt_model_config *k = &m->cfg;
-    int64_t C = k->dim, H = k->heads, D = C / H;
-    int perm[4] = {0, 2, 1, 3};
+    int64_t H = k->heads;
     int32_t pos[4096];
     for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)t;
     int64_t bt[2] = {B, T};
@@ -204,10 +203,7 @@ static tt_tensor *gpt2_forward(tt_ctx *c, tt_model *m, const int32_t *ids, int64
         tt_block *b = &m->blocks[l];
         tt_tensor *h = tt_layernorm(c, x, b->ln1_w, b->ln1_b, k->norm_eps);
         tt_tensor *qkv = tt_linear(c, h, b->qkv_w, b->qkv_b);
-        tt_tensor *q = tt_permute(c, to_heads(c, tt_narrow(c, qkv, 2, 0, C), B, T, H, D), perm);
-        tt_tensor *kk = tt_permute(c, to_heads(c, tt_narrow(c, qkv, 2, C, C), B, T, H, D), perm);
-        tt_tensor *v = tt_permute(c, to_heads(c, tt_narrow(c, qkv, 2, 2 * C, C), B, T, H, D), perm);
-        tt_tensor *y = from_heads(c, tt_attention(c, q, kk, v, true, 0), B, T, C);
+        tt_tensor *y = tt_attention_qkv(c, qkv, H, H, true, 0);
         x = tt_add(c, x, drop(c, m, tt_linear(c, y, b->wo, b->wo_b)));
         h = tt_layernorm(c, x, b->ln2_w, b->ln2_b, k->norm_eps);
         h = tt_linear(c, tt_gelu_tanh(c, tt_linear(c, h, b->fc_w, b->fc_b)), b->proj_w, b->proj_b);

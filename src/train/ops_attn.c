@@ -236,3 +236,30 @@ tt_tensor *tt_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, boo
     }
     return o;
 }
+
+tt_tensor *tt_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t heads, int64_t kv_heads, bool causal, double scale) {
+    if (!tt__check(&qkv, 1, "attention_qkv")) return NULL;
+    const int64_t parts = heads + 2 * kv_heads;
+    if (qkv->ndim != 3 || heads <= 0 || kv_heads <= 0 || heads % kv_heads || qkv->shape[2] % parts) {
+        char s1[64];
+        tl_err(TL_ERR_INVALID, "train: attention_qkv: qkv [B, T, (H + 2 Hkv) D] with H %% Hkv == 0 expected "
+                               "(got %s for H %lld, Hkv %lld)", tt__shape_str(qkv, s1, sizeof s1), (long long)heads,
+               (long long)kv_heads);
+        return NULL;
+    }
+    const int64_t B = qkv->shape[0], T = qkv->shape[1], D = qkv->shape[2] / parts;
+#ifdef TALLOW_CUDA
+    if (tt__dev(qkv) == TT_CUDA && tt__cu_attention_qkv_ok(c, D))
+        return tt__cu_attention_qkv(c, qkv, heads, kv_heads, causal, scale);
+#endif
+    /* views of the three parts as [B, H, T, D]: no copy on either device */
+    const int perm[4] = {0, 2, 1, 3};
+    const int64_t hs[3] = {heads, kv_heads, kv_heads}, start[3] = {0, heads * D, (heads + kv_heads) * D};
+    tt_tensor *x[3];
+    for (int i = 0; i < 3; i++) {
+        const int64_t sh[4] = {B, T, hs[i], D};
+        x[i] = tt_permute(c, tt_reshape(c, tt_narrow(c, qkv, 2, start[i], hs[i] * D), 4, sh), perm);
+    }
+    const int64_t osh[3] = {B, T, heads * D};
+    return tt_reshape(c, tt_permute(c, tt_attention(c, x[0], x[1], x[2], causal, scale), perm), 3, osh);
+}

@@ -100,6 +100,10 @@ tt_tensor *tt__cu_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta);
 tt_tensor *tt__cu_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndim, const int64_t *shape);
 tt_tensor *tt__cu_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *targets, int32_t ignore_index);
 tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale);
+/* The fused form of tt_attention_qkv (the flash kernels: BF16 mode, head size
+ * 32/64/128); tt__cu_attention_qkv_ok says whether it applies. */
+bool tt__cu_attention_qkv_ok(const tt_ctx *c, int64_t D);
+tt_tensor *tt__cu_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t H, int64_t Hkv, bool causal, double scale);
 tt_tensor *tt__cu_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias);
 /* AdamW over CUDA parameters (train/cuda/optim_cuda.c); max_norm > 0 clips. */
 tl_status tt__cu_optim_step(tt_optim *o, double lr, double max_norm);

@@ -156,6 +156,11 @@ static tt_tensor *f_attn(tt_ctx *c, tt_tensor *const *in, void *a) {
     int64_t osh[3] = {B, T, C};
     return tt_reshape(c, tt_permute(c, y, perm), 3, osh);
 }
+/* the fused form: dims B, T, H, D, Hkv */
+static tt_tensor *f_attn_qkv(tt_ctx *c, tt_tensor *const *in, void *a) {
+    const int64_t *d = a;
+    return tt_attention_qkv(c, in[0], d[2], d[4], true, 0);
+}
 static tt_tensor *f_todev(tt_ctx *c, tt_tensor *const *in, void *a) {
     /* CPU tensor -> cuda -> gelu -> back: gradients cross both ways */
     tt_tensor *x = in[0];
@@ -303,12 +308,50 @@ static void test_prec(void) {
                   (long long)dims[1], (long long)dims[3], ef, eg);
             printf("attention %s T %lld D %lld     fwd %.2e  grad %.2e\n", k ? "bf16" : "tf32", (long long)dims[1],
                    (long long)dims[3], ef, eg);
+            if (k == 1) { /* the fused op runs the same kernels: the same bits */
+                tt_tensor *dx2 = on_gpu(xa, true), *din2[1] = {dx2};
+                int64_t d5[5] = {dims[0], dims[1], dims[2], dims[3], dims[2]};
+                tt_tensor *dout2 = f_attn_qkv(c, din2, d5);
+                tt_backward_with(c, dout2, dseed);
+                CHECK(dout2 && bit_equal(dout2, tt_contiguous(c, dout)) && dx2->grad && bit_equal(dx2->grad, dx->grad),
+                      "attention_qkv T %lld D %lld: not the bits of the strided path", (long long)dims[1],
+                      (long long)dims[3]);
+                tt_free(dx2);
+            }
             tt_free(seed);
             tt_free(dseed);
             tt_free(dx);
             tt_ctx_free(c);
         }
         tt_free(xa);
+    }
+    /* grouped-query attention (BF16 flash) through the fused op, against the CPU */
+    const int64_t gq[][5] = {{2, 96, 4, 64, 2}, {1, 70, 6, 32, 1}, {1, 129, 4, 128, 4}};
+    for (int ci = 0; ci < 3; ci++) {
+        const int64_t *d5 = gq[ci];
+        int64_t qkv[3] = {d5[0], d5[1], (d5[2] + 2 * d5[4]) * d5[3]};
+        tt_tensor *xa = rnd(3, qkv, 1);
+        xa->requires_grad = true;
+        tt_ctx *c;
+        tt_ctx_init(1, &c);
+        tt_ctx_set_matmul_prec(c, TT_MM_BF16);
+        tt_tensor *dx = on_gpu(xa, true), *hin[1] = {xa}, *din[1] = {dx};
+        tt_tensor *ho = f_attn_qkv(c, hin, (void *)d5), *dout = f_attn_qkv(c, din, (void *)d5);
+        tt_tensor *seed = ho ? rnd(ho->ndim, ho->shape, 1) : NULL, *dseed = seed ? on_gpu(seed, false) : NULL;
+        if (seed) {
+            tt_backward_with(c, ho, seed);
+            tt_backward_with(c, dout, dseed);
+        }
+        double ef = rel_err(dout, ho), eg = dx->grad ? rel_err(dx->grad, xa->grad) : INFINITY;
+        CHECK(ef < 3e-2 && eg < 3e-2, "gqa attention H %lld Hkv %lld T %lld D %lld: fwd %.3g grad %.3g",
+              (long long)d5[2], (long long)d5[4], (long long)d5[1], (long long)d5[3], ef, eg);
+        printf("attention gqa H %lld/%lld T %lld D %lld fwd %.2e  grad %.2e\n", (long long)d5[2], (long long)d5[4],
+               (long long)d5[1], (long long)d5[3], ef, eg);
+        tt_free(seed);
+        tt_free(dseed);
+        tt_free(dx);
+        tt_free(xa);
+        tt_ctx_free(c);
     }
 }
 

@@ -403,19 +403,80 @@ tt_tensor *tt__cu_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias)
     return o;
 }
 
-/* ---- attention: q/k/v [B, H, T, D] -> [B, H, T, D]; P kept ---- */
+/* ---- attention: q [B, H, T, D], k/v [B, Hkv, T, D] -> [B, H, T, D] ----
+ * BF16 mode runs the flash kernels on the inputs' own strides (views of a
+ * fused QKV or permuted heads cost no copy) and stores the output
+ * token-major, as the CPU op does, so merging heads is a free reshape; the
+ * exact matmul path (F32/TF32 modes, one shape for q/k/v) keeps P. */
 typedef struct attn_saved {
     tt_tensor *p;        /* the probabilities (matmul path), or NULL */
     tt_tensor *lse, *o;  /* flash path: each row's log2-sum-exp and the output */
+    tcu_flash_dims dims; /* flash path: shapes and strides of q/k/v/o */
     float scale;
     int mode;
     bool causal;
 } attn_saved;
 
-/* the flash kernels of BF16 mode: head sizes 32/64/128 and 16-byte aligned rows */
-static bool attn_flash(int mode, int64_t D, const tt_tensor *q, const tt_tensor *k, const tt_tensor *v) {
-    const uintptr_t al = (uintptr_t)F(q) | (uintptr_t)F(k) | (uintptr_t)F(v);
-    return mode == TT_MM_BF16 && tcu_flash_ok(D) && !(al & 15);
+static tcu_fl_stride st3(const tt_tensor *t, int b, int h, int tt) {
+    tcu_fl_stride s = {t->stride[b], t->stride[h], t->stride[tt]};
+    return s;
+}
+
+/* A [B, H, T, D] tensor the flash kernels can read in place */
+static bool flash_readable(const tt_tensor *t) { return t->stride[3] == 1 && tcu_flash_aligned(F(t), st3(t, 0, 1, 2)); }
+
+/* The gradient buffer the flash backward writes input i's gradient into:
+ * the tensor's own (fresh, contiguous) gradient, or scratch when one is
+ * there to add to or none is needed; *tmp says which. */
+static float *flash_grad_dst(tt_ctx *c, tt_node *n, int i, bool *tmp) {
+    tt_tensor *t = n->in[i];
+    *tmp = !tt__need(n, i) || t->grad;
+    if (*tmp) return scratch(c, (size_t)tt_numel(t) * sizeof(float));
+    bool fresh;
+    tt_tensor *g = tt__grad_buf_for_write(t, &fresh);
+    return g ? F(g) : NULL;
+}
+
+/* Adds a contiguous buffer of t's shape into t's gradient. */
+static tl_status acc_from_buf(tt_tensor *t, float *buf) {
+    tt_tensor view = *t; /* a borrowed tensor over the buffer */
+    tt_storage st = *t->st;
+    st.data = buf;
+    st.refs = 2;
+    view.st = &st;
+    view.offset = 0;
+    view.grad = NULL;
+    view.node = NULL;
+    for (int64_t j = t->ndim - 1, m = 1; j >= 0; j--) {
+        view.stride[j] = m;
+        m *= t->shape[j];
+    }
+    return tt__acc_grad(t, &view);
+}
+
+static tl_status bw_attention_flash(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    attn_saved *sv = n->extra;
+    tcu_flash_dims d = sv->dims;
+    tt_tensor *gc = flash_readable(g) ? (tt_tensor *)g : tt__contig(c, (tt_tensor *)g);
+    size_t nd = (size_t)(d.B * d.H * d.T) * sizeof(float);
+    float *delta = scratch(c, nd), *dst[3] = {NULL, NULL, NULL};
+    bool tmp[3] = {false, false, false};
+    tl_status s = gc && delta ? TL_OK : TL_ERR_NOMEM;
+    for (int i = 0; i < 3 && !s; i++)
+        if (!(dst[i] = flash_grad_dst(c, n, i, &tmp[i]))) s = TL_ERR_NOMEM;
+    if (!s) {
+        d.go = st3(gc, 0, 1, 2);
+        d.dq = (tcu_fl_stride){d.H * d.T * d.D, d.T * d.D, d.D};
+        d.dkv = (tcu_fl_stride){d.Hkv * d.T * d.D, d.T * d.D, d.D};
+        s = tcu_flash_bwd(dst[0], dst[1], dst[2], delta, F(gc), F(sv->o), F(sv->lse), F(n->in[0]), F(n->in[1]),
+                          F(n->in[2]), &d, sv->scale, sv->causal);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!s && tmp[i] && tt__need(n, i)) s = acc_from_buf(n->in[i], dst[i]);
+        if (tmp[i] && dst[i]) scratch_put(c, dst[i], (size_t)tt_numel(n->in[i]) * sizeof(float));
+    }
+    if (delta) scratch_put(c, delta, nd);
+    return s;
 }
 
 static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
@@ -423,36 +484,18 @@ static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     tt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
     size_t nq = (size_t)(BH * T * D) * sizeof(float), np = (size_t)(BH * T * T) * sizeof(float);
-    const bool fl = sv->lse != NULL;
-    if (fl) np = (size_t)(BH * T) * sizeof(float); /* dp holds delta = rowsum(dO o O) */
     float *dq = scratch(c, nq), *dk = scratch(c, nq), *dv = scratch(c, nq), *dp = scratch(c, np);
     tl_status s = dq && dk && dv && dp ? TL_OK : TL_ERR_NOMEM;
     tt_tensor *gc = tt__contig(c, (tt_tensor *)g);
     if (!s && !gc) s = TL_ERR_NOMEM;
-    size_t nsc = sv->mode == TT_MM_BF16 && !fl ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
+    size_t nsc = sv->mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
     void *sc = nsc && !s ? scratch(c, nsc) : NULL;
     if (nsc && !sc) s = TL_ERR_NOMEM;
-    if (!s && fl)
-        s = tcu_flash_bwd(dq, dk, dv, dp, F(gc), F(sv->o), F(sv->lse), F(q), F(k), F(v), BH, T, D, sv->scale,
-                          sv->causal);
-    else if (!s)
-        s = tcu_attn_bwd(dq, dk, dv, dp, F(gc), F(sv->p), F(q), F(k), F(v), BH, T, D, sv->scale, sv->mode, sc);
+    if (!s) s = tcu_attn_bwd(dq, dk, dv, dp, F(gc), F(sv->p), F(q), F(k), F(v), BH, T, D, sv->scale, sv->mode, sc);
     if (sc) scratch_put(c, sc, nsc);
-    tt_tensor *dt[3] = {NULL, NULL, NULL};
     float *dd[3] = {dq, dk, dv};
-    for (int i = 0; i < 3 && !s; i++) {
-        if (!tt__need(n, i)) continue;
-        tt_tensor view = *q; /* a borrowed tensor over the scratch buffer */
-        tt_storage st = *q->st;
-        st.data = dd[i];
-        st.refs = 2;
-        view.st = &st;
-        view.offset = 0;
-        view.grad = NULL;
-        view.node = NULL;
-        dt[i] = &view;
-        s = tt__acc_grad(n->in[i], dt[i]);
-    }
+    for (int i = 0; i < 3 && !s; i++)
+        if (tt__need(n, i)) s = acc_from_buf(n->in[i], dd[i]);
     if (dq) scratch_put(c, dq, nq);
     if (dk) scratch_put(c, dk, nq);
     if (dv) scratch_put(c, dv, nq);
@@ -460,59 +503,141 @@ static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     return s;
 }
 
+/* Records the attention node (in: its inputs) with what its backward keeps. */
+static bool attn_record(tt_ctx *c, const char *name, tt_backward_fn fn, tt_tensor *o, tt_tensor **in, int n_in,
+                        const attn_saved *from) {
+    if (!tt__needs_grad(c, in, n_in)) return true;
+    tt_node *n = tt__record(c, name, fn, o, in, n_in);
+    attn_saved *sv = malloc(sizeof *sv);
+    if (!n || !sv) {
+        free(sv);
+        if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
+        return false;
+    }
+    *sv = *from;
+    n->extra = sv;
+    return true;
+}
+
+bool tt__cu_attention_qkv_ok(const tt_ctx *c, int64_t D) { return c->mm_prec == TT_MM_BF16 && tcu_flash_ok(D); }
+
+/* BF16 flash attention of q/k/v as they lie (made readable if they are not). */
+static tt_tensor *attention_flash(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, float sc) {
+    if (!flash_readable(q)) q = tt_contiguous(c, q);
+    if (k && v && (!flash_readable(k) || !flash_readable(v) || memcmp(k->stride, v->stride, 3 * sizeof(int64_t)))) {
+        k = tt_contiguous(c, k);
+        v = tt_contiguous(c, v);
+    }
+    if (!q || !k || !v) return NULL;
+    attn_saved sv = {.scale = sc, .mode = TT_MM_BF16, .causal = causal};
+    tcu_flash_dims *d = &sv.dims;
+    d->B = q->shape[0], d->H = q->shape[1], d->Hkv = k->shape[1], d->T = q->shape[2], d->D = q->shape[3];
+    d->q = st3(q, 0, 1, 2);
+    d->kv = st3(k, 0, 1, 2);
+    /* stored [B, T, H, D], viewed as [B, H, T, D] */
+    int64_t bsh[4] = {d->B, d->T, d->H, d->D}, lsh = d->B * d->H * d->T;
+    tt_tensor *ob = tt__temp_on(c, TT_CUDA, TT_F32, 4, bsh);
+    int64_t vst[4] = {d->T * d->H * d->D, d->D, d->H * d->D, 1};
+    tt_tensor *o = ob ? tt__view(c, ob, 4, q->shape, vst, 0) : NULL;
+    sv.lse = tt__temp_on(c, TT_CUDA, TT_F32, 1, &lsh);
+    sv.o = o;
+    if (!o || !sv.lse) return NULL;
+    d->o = st3(o, 0, 1, 2);
+    if (tcu_flash_fwd(F(o), F(sv.lse), F(q), F(k), F(v), d, sc, causal) != TL_OK) return NULL;
+    tt_tensor *rin[3] = {q, k, v};
+    return attn_record(c, "attention", bw_attention_flash, o, rin, 3, &sv) ? o : NULL;
+}
+
 tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale) {
     tt_tensor *in[3] = {q, k, v};
     if (!cu_check("attention", in, 3, 3)) return NULL;
-    bool same = q->ndim == 4 && k->ndim == 4 && v->ndim == 4;
-    for (int i = 0; same && i < 4; i++) same = k->shape[i] == q->shape[i] && v->shape[i] == q->shape[i];
-    if (!same) {
+    bool ok = q->ndim == 4 && k->ndim == 4 && v->ndim == 4 && k->shape[0] == q->shape[0] &&
+              v->shape[0] == q->shape[0] && k->shape[1] > 0 && q->shape[1] % k->shape[1] == 0;
+    for (int i = 1; ok && i < 4; i++) ok = v->shape[i] == k->shape[i] && (i == 1 || k->shape[i] == q->shape[i]);
+    int mode = (int)c->mm_prec;
+    const bool fl = ok && mode == TT_MM_BF16 && tcu_flash_ok(q->shape[3]);
+    if (!ok || (!fl && k->shape[1] != q->shape[1])) {
         char s1[64], s2[64];
-        tl_err(TL_ERR_UNSUPPORTED, "train: attention on cuda needs q, k, v of one shape [B, H, T, D] (q %s, k %s)",
+        tl_err(TL_ERR_UNSUPPORTED,
+               "train: attention on cuda needs q [B, H, T, D] and k/v [B, Hkv, T, D] (Hkv < H only in bf16 mode "
+               "with head size 32/64/128) (q %s, k %s)",
                tt__shape_str(q, s1, sizeof s1), tt__shape_str(k, s2, sizeof s2));
         return NULL;
     }
+    float sc = scale > 0 ? (float)scale : 1.0f / sqrtf((float)q->shape[3]);
+    if (fl) return attention_flash(c, q, k, v, causal, sc);
     q = tt_contiguous(c, q);
     k = tt_contiguous(c, k);
     v = tt_contiguous(c, v);
     if (!q || !k || !v) return NULL;
     int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
-    int mode = (int)c->mm_prec;
-    const bool fl = attn_flash(mode, D, q, k, v);
-    int64_t psh[3] = {BH, T, T}, lsh = BH * T;
+    int64_t psh[3] = {BH, T, T};
     tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, 4, q->shape);
-    tt_tensor *p = fl ? NULL : tt__temp_on(c, TT_CUDA, TT_F32, 3, psh);
-    tt_tensor *lse = fl ? tt__temp_on(c, TT_CUDA, TT_F32, 1, &lsh) : NULL;
-    if (!o || (!fl && !p) || (fl && !lse)) return NULL;
-    float sc = scale > 0 ? (float)scale : 1.0f / sqrtf((float)D);
-    tl_status st;
-    if (fl) {
-        st = tcu_flash_fwd(F(o), F(lse), F(q), F(k), F(v), BH, T, D, sc, causal);
-    } else {
-        size_t nsc = mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
-        void *scr = nsc ? scratch(c, nsc) : NULL;
-        if (nsc && !scr) return NULL;
-        st = tcu_attn_fwd(F(o), F(p), F(q), F(k), F(v), BH, T, D, sc, causal, mode, scr);
-        if (scr) scratch_put(c, scr, nsc);
-    }
+    tt_tensor *p = tt__temp_on(c, TT_CUDA, TT_F32, 3, psh);
+    if (!o || !p) return NULL;
+    size_t nsc = mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
+    void *scr = nsc ? scratch(c, nsc) : NULL;
+    if (nsc && !scr) return NULL;
+    tl_status st = tcu_attn_fwd(F(o), F(p), F(q), F(k), F(v), BH, T, D, sc, causal, mode, scr);
+    if (scr) scratch_put(c, scr, nsc);
     if (st != TL_OK) return NULL;
+    attn_saved sv = {.p = p, .o = o, .scale = sc, .mode = mode, .causal = causal};
     tt_tensor *rin[3] = {q, k, v};
-    if (tt__needs_grad(c, rin, 3)) {
-        tt_node *n = tt__record(c, "attention", bw_attention, o, rin, 3);
-        attn_saved *sv = malloc(sizeof *sv);
-        if (!n || !sv) {
-            free(sv);
-            if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
-            return NULL;
-        }
-        sv->p = p;
-        sv->lse = lse;
-        sv->o = o;
-        sv->scale = sc;
-        sv->mode = mode;
-        sv->causal = causal;
-        n->extra = sv;
+    return attn_record(c, "attention", bw_attention, o, rin, 3, &sv) ? o : NULL;
+}
+
+/* ---- attention over a fused qkv [B, T, (H + 2 Hkv) D] -> [B, T, H D] ----
+ * The flash kernels read q/k/v where the projection left them and write
+ * the gradient of all three straight into qkv's. */
+/* the head strides of a token-major [B, T, ... D] tensor with heads of D columns */
+static tcu_fl_stride tok_major(const tt_tensor *t, int64_t D) {
+    tcu_fl_stride s = {t->stride[0], D, t->stride[1]};
+    return s;
+}
+
+static tl_status bw_attention_qkv(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    if (!tt__need(n, 0)) return TL_OK;
+    attn_saved *sv = n->extra;
+    tcu_flash_dims d = sv->dims;
+    tt_tensor *qkv = n->in[0];
+    const int64_t W = (d.H + 2 * d.Hkv) * d.D;
+    const bool ok_g = g->stride[2] == 1 && tcu_flash_aligned(F(g), tok_major(g, d.D));
+    tt_tensor *gc = ok_g ? (tt_tensor *)g : tt__contig(c, (tt_tensor *)g);
+    size_t nd = (size_t)(d.B * d.H * d.T) * sizeof(float), nb = (size_t)(d.B * d.T * W) * sizeof(float);
+    const bool tmp = qkv->grad != NULL;
+    bool fresh;
+    float *delta = scratch(c, nd);
+    float *dst = tmp ? scratch(c, nb) : (float *)tt_data(tt__grad_buf_for_write(qkv, &fresh));
+    tl_status s = gc && delta && dst ? TL_OK : TL_ERR_NOMEM;
+    if (!s) {
+        d.go = tok_major(gc, d.D);
+        d.dq = d.dkv = (tcu_fl_stride){d.T * W, d.D, W};
+        s = tcu_flash_bwd(dst, dst + d.H * d.D, dst + (d.H + d.Hkv) * d.D, delta, F(gc), F(sv->o), F(sv->lse),
+                          F(qkv), F(qkv) + d.H * d.D, F(qkv) + (d.H + d.Hkv) * d.D, &d, sv->scale, sv->causal);
     }
-    return o;
+    if (!s && tmp) s = acc_from_buf(qkv, dst);
+    if (tmp && dst) scratch_put(c, dst, nb);
+    if (delta) scratch_put(c, delta, nd);
+    return s;
+}
+
+tt_tensor *tt__cu_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t H, int64_t Hkv, bool causal, double scale) {
+    if (!cu_check("attention_qkv", &qkv, 1, 1)) return NULL;
+    const int64_t B = qkv->shape[0], T = qkv->shape[1], D = qkv->shape[2] / (H + 2 * Hkv);
+    if (qkv->stride[2] != 1 || !tcu_flash_aligned(F(qkv), tok_major(qkv, D))) qkv = tt_contiguous(c, qkv);
+    int64_t osh[3] = {B, T, H * D}, lsh = B * H * T;
+    tt_tensor *o = qkv ? tt__temp_on(c, TT_CUDA, TT_F32, 3, osh) : NULL;
+    tt_tensor *lse = o ? tt__temp_on(c, TT_CUDA, TT_F32, 1, &lsh) : NULL;
+    if (!lse) return NULL;
+    attn_saved sv = {.lse = lse, .o = o, .mode = TT_MM_BF16, .causal = causal};
+    sv.scale = scale > 0 ? (float)scale : 1.0f / sqrtf((float)D);
+    tcu_flash_dims *d = &sv.dims;
+    d->B = B, d->H = H, d->Hkv = Hkv, d->T = T, d->D = D;
+    d->q = d->kv = tok_major(qkv, D);
+    d->o = (tcu_fl_stride){T * H * D, D, H * D};
+    const float *x = F(qkv);
+    if (tcu_flash_fwd(F(o), F(lse), x, x + H * D, x + (H + Hkv) * D, d, sv.scale, causal) != TL_OK) return NULL;
+    return attn_record(c, "attention_qkv", bw_attention_qkv, o, &qkv, 1, &sv) ? o : NULL;
 }
 
 /* ---- SiLU, element-wise product (same shapes), RoPE: the Llama ops ---- */

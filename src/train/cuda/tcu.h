@@ -109,16 +109,29 @@ tl_status tcu_xent_fwd(float *loss, float *lse, float *rowloss, const float *log
 tl_status tcu_xent_bwd(float *glogits, bool add, const float *gloss, const float *logits, const float *lse,
                        const int32_t *tgt, int64_t N, int64_t V, int32_t ignore, int64_t n_valid);
 
-/* Flash attention (BF16 mode, tcu_flash.cu): q/k/v/o [BH, T, D] f32 with D
- * 32, 64 or 128 (tcu_flash_ok) and 16-byte aligned; lse2 [BH, T] kept for
- * the backward (each row's log2 of the sum of exp2 of its log2-domain
- * scores). Backward: dq/dk/dv [BH, T, D] written, delta [BH, T] scratch. */
+/* Flash attention (BF16 mode, tcu_flash.cu) over strided f32 tensors: the
+ * element (b, h, t, d) of a tensor with strides st is at
+ * b * st.b + h * st.h + t * st.t + d (d unit-stride). q/dq/o/go have H
+ * heads; k/v/dk/dv have Hkv, query head h reading kv head h / (H / Hkv)
+ * (grouped-query attention). D is 32, 64 or 128 (tcu_flash_ok); every
+ * stride is a multiple of 4 and every pointer 16-byte aligned
+ * (tcu_flash_aligned). lse2 [B * H, T] is kept for the backward (each
+ * row's log2 of the sum of exp2 of its log2-domain scores); the backward
+ * writes dq/dk/dv (every element) and uses delta [B * H, T] as scratch. */
+typedef struct tcu_fl_stride {
+    int64_t b, h, t;
+} tcu_fl_stride;
+typedef struct tcu_flash_dims {
+    int64_t B, H, Hkv, T, D;
+    tcu_fl_stride q, kv, o, go, dq, dkv;
+} tcu_flash_dims;
 bool tcu_flash_ok(int64_t D);
-tl_status tcu_flash_fwd(float *o, float *lse2, const float *q, const float *k, const float *v, int64_t BH, int64_t T,
-                        int64_t D, float scale, bool causal);
+bool tcu_flash_aligned(const void *p, tcu_fl_stride st);
+tl_status tcu_flash_fwd(float *o, float *lse2, const float *q, const float *k, const float *v,
+                        const tcu_flash_dims *d, float scale, bool causal);
 tl_status tcu_flash_bwd(float *dq, float *dk, float *dv, float *delta, const float *go, const float *o,
-                        const float *lse2, const float *q, const float *k, const float *v, int64_t BH, int64_t T,
-                        int64_t D, float scale, bool causal);
+                        const float *lse2, const float *q, const float *k, const float *v, const tcu_flash_dims *d,
+                        float scale, bool causal);
 
 /* ---- optimizer: every parameter in one launch ---- */
 #define TCU_CHUNK 8192 /* elements per block of the multi-tensor kernels */

@@ -2,8 +2,10 @@
  * the tensor cores for the framework's BF16 mode, never storing the T x T
  * probabilities.
  *
- * q, k, v, o and their gradients are f32 [BH, T, D] (D 32, 64 or 128);
- * tiles are rounded to bf16 as they are staged in shared memory (or in
+ * q, k, v, o and their gradients are strided f32 [B, H(kv), T, D] (D 32,
+ * 64 or 128; tcu.h's tcu_flash_dims), so a fused QKV projection's output
+ * is read in place and the output written token-major; query head h reads
+ * kv head h / (H / Hkv). Tiles are rounded to bf16 as they are staged in shared memory (or in
  * registers for a warp's own rows), products accumulate in f32 with
  * mma.sync m16n8k16 (backend/cuda/cuda_mma.cuh, the fragments the engine's
  * flash prefill uses). Scores are kept in the log2 domain: the scale times
@@ -13,8 +15,8 @@
  *    key tiles with an online softmax; O = P V with P rounded to bf16 in
  *    registers (an S accumulator pair of n-tiles is an A fragment).
  *  - backward, two kernels so that no sum depends on atomics' order: one
- *    per 64 keys walks the query tiles for dV += P^T dO and
- *    dK += dS^T Q; one per 64 queries walks the key tiles for dQ += dS K;
+ *    per 64 keys walks the query tiles of every query head of its group for
+ *    dV += P^T dO and dK += dS^T Q; one per 64 queries walks the key tiles for dQ += dS K;
  *    both recompute P from lse2, and dS = P (dP - delta) with
  *    dP = dO V^T and delta = rowsum(dO o O) (a first small kernel).
  * Rows at or past T are zero-filled and masked.
@@ -34,16 +36,16 @@ template <int D> struct fl_cfg {
     static constexpr size_t SMEM = (size_t)2 * TILE * 2 + 2 * FL_B * sizeof(float);
 };
 
-/* rows [row0, row0 + 64) of x [T, D] f32 into a bf16 tile (rows past T zero) */
+/* rows [row0, row0 + 64) of x [T, D] f32 (row stride ld) into a bf16 tile (rows past T zero) */
 template <int D>
-__device__ __forceinline__ void fl_stage(__nv_bfloat16 *dst, const float *x, int64_t row0, int64_t T) {
+__device__ __forceinline__ void fl_stage(__nv_bfloat16 *dst, const float *x, int64_t ld, int64_t row0, int64_t T) {
     constexpr int CH = D / 8;
     for (int i = threadIdx.x; i < FL_B * CH; i += FL_WARPS * 32) {
         const int r = i / CH, cc = i % CH;
         uint4 out = make_uint4(0, 0, 0, 0);
         if (row0 + r < T) {
-            const float4 a = *(const float4 *)(x + (row0 + r) * D + cc * 8);
-            const float4 b = *(const float4 *)(x + (row0 + r) * D + cc * 8 + 4);
+            const float4 a = *(const float4 *)(x + (row0 + r) * ld + cc * 8);
+            const float4 b = *(const float4 *)(x + (row0 + r) * ld + cc * 8 + 4);
             out = make_uint4(fa_pack_bf16(a.x, a.y), fa_pack_bf16(a.z, a.w), fa_pack_bf16(b.x, b.y),
                              fa_pack_bf16(b.z, b.w));
         }
@@ -51,18 +53,19 @@ __device__ __forceinline__ void fl_stage(__nv_bfloat16 *dst, const float *x, int
     }
 }
 
-/* A fragments of this warp's 16 rows [r0, r0 + 16) of x [T, D], times f */
+/* A fragments of this warp's 16 rows [r0, r0 + 16) of x [T, D] (row stride ld), times f */
 template <int D>
-__device__ __forceinline__ void fl_rows_a(uint32_t (&a)[D / 16][4], const float *x, int64_t r0, int64_t T, float f) {
+__device__ __forceinline__ void fl_rows_a(uint32_t (&a)[D / 16][4], const float *x, int64_t ld, int64_t r0, int64_t T,
+                                          float f) {
     const int lane = threadIdx.x & 31, cq = 2 * (lane & 3);
     const int64_t t0 = r0 + (lane >> 2), t1 = t0 + 8;
     const float2 z = make_float2(0.f, 0.f);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
         const int c = kk * 16 + cq;
-        const float2 p = t0 < T ? *(const float2 *)(x + t0 * D + c) : z, q = t1 < T ? *(const float2 *)(x + t1 * D + c) : z;
-        const float2 p8 = t0 < T ? *(const float2 *)(x + t0 * D + c + 8) : z;
-        const float2 q8 = t1 < T ? *(const float2 *)(x + t1 * D + c + 8) : z;
+        const float2 p = t0 < T ? *(const float2 *)(x + t0 * ld + c) : z, q = t1 < T ? *(const float2 *)(x + t1 * ld + c) : z;
+        const float2 p8 = t0 < T ? *(const float2 *)(x + t0 * ld + c + 8) : z;
+        const float2 q8 = t1 < T ? *(const float2 *)(x + t1 * ld + c + 8) : z;
         a[kk][0] = fa_pack_bf16(p.x * f, p.y * f);
         a[kk][1] = fa_pack_bf16(q.x * f, q.y * f);
         a[kk][2] = fa_pack_bf16(p8.x * f, p8.y * f);
@@ -114,19 +117,24 @@ __device__ __forceinline__ void fl_to_a(uint32_t (&p)[FL_B / 16][4], const float
     }
 }
 
+/* the [T, D] rows of head h of batch b in a tensor of strides st */
+__device__ __forceinline__ int64_t fl_head(tcu_fl_stride st, int64_t b, int64_t h) { return b * st.b + h * st.h; }
+
 /* ---- forward ---- */
 template <int D>
 __global__ void __launch_bounds__(FL_WARPS * 32)
-flash_fwd_k(float *o, float *lse2, const float *q, const float *k, const float *v, int64_t T, float sl2, bool causal) {
+flash_fwd_k(float *o, float *lse2, const float *q, const float *k, const float *v, tcu_flash_dims d, float sl2,
+            bool causal) {
     typedef fl_cfg<D> C;
     extern __shared__ __align__(16) unsigned char fl_smem[];
     __nv_bfloat16 *sk = (__nv_bfloat16 *)fl_smem, *sv = sk + C::TILE;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cq = 2 * (lane & 3);
     const int64_t bh = blockIdx.y, qt = (int64_t)gridDim.x - 1 - blockIdx.x; /* longest tiles first */
-    const float *qh = q + bh * T * D, *kh = k + bh * T * D, *vh = v + bh * T * D;
+    const int64_t T = d.T, b = bh / d.H, h = bh % d.H, hk = h / (d.H / d.Hkv);
+    const float *qh = q + fl_head(d.q, b, h), *kh = k + fl_head(d.kv, b, hk), *vh = v + fl_head(d.kv, b, hk);
     const int64_t r0 = qt * FL_B + warp * 16, t0 = r0 + (lane >> 2), t1 = t0 + 8;
     uint32_t qa[D / 16][4];
-    fl_rows_a<D>(qa, qh, r0, T, sl2);
+    fl_rows_a<D>(qa, qh, d.q.t, r0, T, sl2);
     float acc[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
@@ -135,8 +143,8 @@ flash_fwd_k(float *o, float *lse2, const float *q, const float *k, const float *
     const int64_t n_kt = causal ? qt + 1 : (T + FL_B - 1) / FL_B;
     for (int64_t j = 0; j < n_kt; j++) {
         __syncthreads(); /* every warp is done with the previous tile */
-        fl_stage<D>(sk, kh, j * FL_B, T);
-        fl_stage<D>(sv, vh, j * FL_B, T);
+        fl_stage<D>(sk, kh, d.kv.t, j * FL_B, T);
+        fl_stage<D>(sv, vh, d.kv.t, j * FL_B, T);
         __syncthreads();
         float s[FL_B / 8][4];
         fl_mm_xt<D>(s, qa, skt);
@@ -184,12 +192,12 @@ flash_fwd_k(float *o, float *lse2, const float *q, const float *k, const float *
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     const float i0 = l0 > 0 ? 1.0f / l0 : 0.0f, i1 = l1 > 0 ? 1.0f / l1 : 0.0f;
-    float *oh = o + bh * T * D;
+    float *oh = o + fl_head(d.o, b, h);
 #pragma unroll
     for (int nd = 0; nd < D / 8; nd++) {
         const int c = nd * 8 + cq;
-        if (t0 < T) *(float2 *)(oh + t0 * D + c) = make_float2(acc[nd][0] * i0, acc[nd][1] * i0);
-        if (t1 < T) *(float2 *)(oh + t1 * D + c) = make_float2(acc[nd][2] * i1, acc[nd][3] * i1);
+        if (t0 < T) *(float2 *)(oh + t0 * d.o.t + c) = make_float2(acc[nd][0] * i0, acc[nd][1] * i0);
+        if (t1 < T) *(float2 *)(oh + t1 * d.o.t + c) = make_float2(acc[nd][2] * i1, acc[nd][3] * i1);
     }
     if ((lane & 3) == 0) {
         if (t0 < T) lse2[bh * T + t0] = m0 + log2f(l0);
@@ -199,12 +207,14 @@ flash_fwd_k(float *o, float *lse2, const float *q, const float *k, const float *
 
 /* ---- backward ---- */
 
-/* delta[r] = sum_d go[r][d] * o[r][d]: a warp per row */
-__global__ void flash_delta_k(float *delta, const float *go, const float *o, int64_t rows, int D) {
+/* delta[(b H + h) T + t] = sum_d go[b, h, t, d] * o[b, h, t, d]: a warp per row */
+__global__ void flash_delta_k(float *delta, const float *go, const float *o, tcu_flash_dims d) {
     const int64_t r = blockIdx.x * (int64_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (r >= rows) return;
+    if (r >= d.B * d.H * d.T) return;
+    const int64_t bh = r / d.T, t = r % d.T, b = bh / d.H, h = bh % d.H;
+    const float *gr = go + fl_head(d.go, b, h) + t * d.go.t, *orow = o + fl_head(d.o, b, h) + t * d.o.t;
     float s = 0.0f;
-    for (int d = threadIdx.x & 31; d < D; d += 32) s += go[r * D + d] * o[r * D + d];
+    for (int i = threadIdx.x & 31; i < d.D; i += 32) s += gr[i] * orow[i];
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if ((threadIdx.x & 31) == 0) delta[r] = s;
 }
@@ -234,22 +244,23 @@ __device__ __forceinline__ void fl_p_ds(float (&s)[FL_B / 8][4], float (&dp)[FL_
         }
 }
 
-/* dK, dV of 64 keys: the query tiles from the keys' own on (causal) */
+/* dK, dV of 64 keys of kv head hk: the query tiles (from the keys' own on,
+ * causal) of each query head of the group, summed in a fixed order */
 template <int D>
 __global__ void __launch_bounds__(FL_WARPS * 32)
 flash_bwd_kv_k(float *dk, float *dv, const float *q, const float *k, const float *v, const float *go,
-               const float *lse2, const float *delta, int64_t T, float scale, bool causal) {
+               const float *lse2, const float *delta, tcu_flash_dims d, float scale, bool causal) {
     typedef fl_cfg<D> C;
     extern __shared__ __align__(16) unsigned char fl_smem[];
     __nv_bfloat16 *sq = (__nv_bfloat16 *)fl_smem, *sg = sq + C::TILE;
     float *sl = (float *)(sg + C::TILE), *sd = sl + FL_B;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cq = 2 * (lane & 3);
-    const int64_t bh = blockIdx.y, kt = blockIdx.x;
-    const int64_t off = bh * T * D;
+    const int64_t T = d.T, G = d.H / d.Hkv, b = blockIdx.y / d.Hkv, hk = blockIdx.y % d.Hkv, kt = blockIdx.x;
+    const int64_t kvo = fl_head(d.kv, b, hk);
     const int64_t r0 = kt * FL_B + warp * 16, t0 = r0 + (lane >> 2), t1 = t0 + 8;
     uint32_t ka[D / 16][4], va[D / 16][4];
-    fl_rows_a<D>(ka, k + off, r0, T, scale * FL_LOG2E);
-    fl_rows_a<D>(va, v + off, r0, T, 1.0f);
+    fl_rows_a<D>(ka, k + kvo, d.kv.t, r0, T, scale * FL_LOG2E);
+    fl_rows_a<D>(va, v + kvo, d.kv.t, r0, T, 1.0f);
     float ak[D / 8][4], av[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; i++)
@@ -257,36 +268,41 @@ flash_bwd_kv_k(float *dk, float *dv, const float *q, const float *k, const float
         for (int e = 0; e < 4; e++) ak[i][e] = av[i][e] = 0.0f;
     const uint32_t sqt = (uint32_t)__cvta_generic_to_shared(sq), sgt = (uint32_t)__cvta_generic_to_shared(sg);
     const int64_t n_qt = (T + FL_B - 1) / FL_B;
-    for (int64_t j = causal ? kt : 0; j < n_qt; j++) {
-        __syncthreads();
-        fl_stage<D>(sq, q + off, j * FL_B, T);
-        fl_stage<D>(sg, go + off, j * FL_B, T);
-        for (int i = threadIdx.x; i < FL_B; i += FL_WARPS * 32) {
-            const int64_t t = j * FL_B + i;
-            sl[i] = t < T ? lse2[bh * T + t] : 0.0f;
-            sd[i] = t < T ? delta[bh * T + t] : 0.0f;
+    for (int64_t g = 0; g < G; g++) {
+        const int64_t h = hk * G + g, bh = b * d.H + h;
+        const float *qh = q + fl_head(d.q, b, h), *gh = go + fl_head(d.go, b, h);
+        for (int64_t j = causal ? kt : 0; j < n_qt; j++) {
+            __syncthreads();
+            fl_stage<D>(sq, qh, d.q.t, j * FL_B, T);
+            fl_stage<D>(sg, gh, d.go.t, j * FL_B, T);
+            for (int i = threadIdx.x; i < FL_B; i += FL_WARPS * 32) {
+                const int64_t t = j * FL_B + i;
+                sl[i] = t < T ? lse2[bh * T + t] : 0.0f;
+                sd[i] = t < T ? delta[bh * T + t] : 0.0f;
+            }
+            __syncthreads();
+            float s[FL_B / 8][4], dp[FL_B / 8][4];
+            fl_mm_xt<D>(s, ka, sqt);  /* S^T = K Q^T (log2 domain) */
+            fl_mm_xt<D>(dp, va, sgt); /* dP^T = V dO^T */
+            fl_p_ds<false>(s, dp, r0, j * FL_B, T, causal, nullptr, nullptr, sl, sd);
+            uint32_t pa[FL_B / 16][4], da[FL_B / 16][4];
+            fl_to_a(pa, s);
+            fl_to_a(da, dp);
+            fl_mm_x<D>(av, pa, sgt); /* dV += P^T dO */
+            fl_mm_x<D>(ak, da, sqt); /* dK += dS^T Q */
         }
-        __syncthreads();
-        float s[FL_B / 8][4], dp[FL_B / 8][4];
-        fl_mm_xt<D>(s, ka, sqt);  /* S^T = K Q^T (log2 domain) */
-        fl_mm_xt<D>(dp, va, sgt); /* dP^T = V dO^T */
-        fl_p_ds<false>(s, dp, r0, j * FL_B, T, causal, nullptr, nullptr, sl, sd);
-        uint32_t pa[FL_B / 16][4], da[FL_B / 16][4];
-        fl_to_a(pa, s);
-        fl_to_a(da, dp);
-        fl_mm_x<D>(av, pa, sgt); /* dV += P^T dO */
-        fl_mm_x<D>(ak, da, sqt); /* dK += dS^T Q */
     }
+    float *dkh = dk + fl_head(d.dkv, b, hk), *dvh = dv + fl_head(d.dkv, b, hk);
 #pragma unroll
     for (int nd = 0; nd < D / 8; nd++) {
         const int c = nd * 8 + cq;
         if (t0 < T) {
-            *(float2 *)(dk + off + t0 * D + c) = make_float2(ak[nd][0] * scale, ak[nd][1] * scale);
-            *(float2 *)(dv + off + t0 * D + c) = make_float2(av[nd][0], av[nd][1]);
+            *(float2 *)(dkh + t0 * d.dkv.t + c) = make_float2(ak[nd][0] * scale, ak[nd][1] * scale);
+            *(float2 *)(dvh + t0 * d.dkv.t + c) = make_float2(av[nd][0], av[nd][1]);
         }
         if (t1 < T) {
-            *(float2 *)(dk + off + t1 * D + c) = make_float2(ak[nd][2] * scale, ak[nd][3] * scale);
-            *(float2 *)(dv + off + t1 * D + c) = make_float2(av[nd][2], av[nd][3]);
+            *(float2 *)(dkh + t1 * d.dkv.t + c) = make_float2(ak[nd][2] * scale, ak[nd][3] * scale);
+            *(float2 *)(dvh + t1 * d.dkv.t + c) = make_float2(av[nd][2], av[nd][3]);
         }
     }
 }
@@ -295,17 +311,18 @@ flash_bwd_kv_k(float *dk, float *dv, const float *q, const float *k, const float
 template <int D>
 __global__ void __launch_bounds__(FL_WARPS * 32)
 flash_bwd_q_k(float *dq, const float *q, const float *k, const float *v, const float *go, const float *lse2,
-              const float *delta, int64_t T, float scale, bool causal) {
+              const float *delta, tcu_flash_dims d, float scale, bool causal) {
     typedef fl_cfg<D> C;
     extern __shared__ __align__(16) unsigned char fl_smem[];
     __nv_bfloat16 *sk = (__nv_bfloat16 *)fl_smem, *sv = sk + C::TILE;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cq = 2 * (lane & 3);
     const int64_t bh = blockIdx.y, qt = (int64_t)gridDim.x - 1 - blockIdx.x;
-    const int64_t off = bh * T * D;
+    const int64_t T = d.T, b = bh / d.H, h = bh % d.H, hk = h / (d.H / d.Hkv);
+    const float *kh = k + fl_head(d.kv, b, hk), *vh = v + fl_head(d.kv, b, hk);
     const int64_t r0 = qt * FL_B + warp * 16, t0 = r0 + (lane >> 2), t1 = t0 + 8;
     uint32_t qa[D / 16][4], ga[D / 16][4];
-    fl_rows_a<D>(qa, q + off, r0, T, scale * FL_LOG2E);
-    fl_rows_a<D>(ga, go + off, r0, T, 1.0f);
+    fl_rows_a<D>(qa, q + fl_head(d.q, b, h), d.q.t, r0, T, scale * FL_LOG2E);
+    fl_rows_a<D>(ga, go + fl_head(d.go, b, h), d.go.t, r0, T, 1.0f);
     const float lr[2] = {t0 < T ? lse2[bh * T + t0] : 0.0f, t1 < T ? lse2[bh * T + t1] : 0.0f};
     const float dr[2] = {t0 < T ? delta[bh * T + t0] : 0.0f, t1 < T ? delta[bh * T + t1] : 0.0f};
     float aq[D / 8][4];
@@ -315,8 +332,8 @@ flash_bwd_q_k(float *dq, const float *q, const float *k, const float *v, const f
     const int64_t n_kt = causal ? qt + 1 : (T + FL_B - 1) / FL_B;
     for (int64_t j = 0; j < n_kt; j++) {
         __syncthreads();
-        fl_stage<D>(sk, k + off, j * FL_B, T);
-        fl_stage<D>(sv, v + off, j * FL_B, T);
+        fl_stage<D>(sk, kh, d.kv.t, j * FL_B, T);
+        fl_stage<D>(sv, vh, d.kv.t, j * FL_B, T);
         __syncthreads();
         float s[FL_B / 8][4], dp[FL_B / 8][4];
         fl_mm_xt<D>(s, qa, skt);  /* S = Q K^T (log2 domain) */
@@ -326,56 +343,72 @@ flash_bwd_q_k(float *dq, const float *q, const float *k, const float *v, const f
         fl_to_a(da, dp);
         fl_mm_x<D>(aq, da, skt); /* dQ += dS K */
     }
+    float *dqh = dq + fl_head(d.dq, b, h);
 #pragma unroll
     for (int nd = 0; nd < D / 8; nd++) {
         const int c = nd * 8 + cq;
-        if (t0 < T) *(float2 *)(dq + off + t0 * D + c) = make_float2(aq[nd][0] * scale, aq[nd][1] * scale);
-        if (t1 < T) *(float2 *)(dq + off + t1 * D + c) = make_float2(aq[nd][2] * scale, aq[nd][3] * scale);
+        if (t0 < T) *(float2 *)(dqh + t0 * d.dq.t + c) = make_float2(aq[nd][0] * scale, aq[nd][1] * scale);
+        if (t1 < T) *(float2 *)(dqh + t1 * d.dq.t + c) = make_float2(aq[nd][2] * scale, aq[nd][3] * scale);
     }
 }
 
 extern "C" bool tcu_flash_ok(int64_t D) { return D == 32 || D == 64 || D == 128; }
 
+extern "C" bool tcu_flash_aligned(const void *p, tcu_fl_stride st) {
+    return !((uintptr_t)p & 15) && !(st.b & 3) && !(st.h & 3) && !(st.t & 3);
+}
+
 template <int D> static void fl_fwd(tcu_state *s, float *o, float *lse2, const float *q, const float *k, const float *v,
-                                    int64_t BH, int64_t T, float scale, bool causal) {
+                                    const tcu_flash_dims *d, float scale, bool causal) {
     const size_t sm = fl_cfg<D>::SMEM;
     cudaFuncSetAttribute(flash_fwd_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-    const dim3 g((unsigned)((T + FL_B - 1) / FL_B), (unsigned)BH);
-    flash_fwd_k<D><<<g, FL_WARPS * 32, sm, s->stream>>>(o, lse2, q, k, v, T, scale * FL_LOG2E, causal);
+    const dim3 g((unsigned)((d->T + FL_B - 1) / FL_B), (unsigned)(d->B * d->H));
+    flash_fwd_k<D><<<g, FL_WARPS * 32, sm, s->stream>>>(o, lse2, q, k, v, *d, scale * FL_LOG2E, causal);
 }
 
 template <int D>
 static void fl_bwd(tcu_state *s, float *dq, float *dk, float *dv, const float *go, const float *lse2, const float *delta,
-                   const float *q, const float *k, const float *v, int64_t BH, int64_t T, float scale, bool causal) {
+                   const float *q, const float *k, const float *v, const tcu_flash_dims *d, float scale, bool causal) {
     const size_t sm = fl_cfg<D>::SMEM;
     cudaFuncSetAttribute(flash_bwd_kv_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     cudaFuncSetAttribute(flash_bwd_q_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-    const dim3 g((unsigned)((T + FL_B - 1) / FL_B), (unsigned)BH);
-    flash_bwd_kv_k<D><<<g, FL_WARPS * 32, sm, s->stream>>>(dk, dv, q, k, v, go, lse2, delta, T, scale, causal);
-    flash_bwd_q_k<D><<<g, FL_WARPS * 32, sm, s->stream>>>(dq, q, k, v, go, lse2, delta, T, scale, causal);
+    const unsigned nt = (unsigned)((d->T + FL_B - 1) / FL_B);
+    flash_bwd_kv_k<D><<<dim3(nt, (unsigned)(d->B * d->Hkv)), FL_WARPS * 32, sm, s->stream>>>(dk, dv, q, k, v, go, lse2,
+                                                                                           delta, *d, scale, causal);
+    flash_bwd_q_k<D><<<dim3(nt, (unsigned)(d->B * d->H)), FL_WARPS * 32, sm, s->stream>>>(dq, q, k, v, go, lse2, delta,
+                                                                                        *d, scale, causal);
 }
 
-extern "C" tl_status tcu_flash_fwd(float *o, float *lse2, const float *q, const float *k, const float *v, int64_t BH,
-                                   int64_t T, int64_t D, float scale, bool causal) {
+static tl_status fl_check(const tcu_flash_dims *d) {
+    if (!tcu_flash_ok(d->D))
+        return tl_err(TL_ERR_UNSUPPORTED, "train cuda: flash attention of head size %lld", (long long)d->D);
+    if (d->Hkv <= 0 || d->H % d->Hkv)
+        return tl_err(TL_ERR_INVALID, "train cuda: flash attention of %lld heads over %lld kv heads", (long long)d->H,
+                      (long long)d->Hkv);
+    return TL_OK;
+}
+
+extern "C" tl_status tcu_flash_fwd(float *o, float *lse2, const float *q, const float *k, const float *v,
+                                   const tcu_flash_dims *d, float scale, bool causal) {
     TCU_STATE(s);
-    if (!tcu_flash_ok(D)) return tl_err(TL_ERR_UNSUPPORTED, "train cuda: flash attention of head size %lld", (long long)D);
-    if (!BH || !T) return TL_OK;
-    if (D == 32) fl_fwd<32>(s, o, lse2, q, k, v, BH, T, scale, causal);
-    else if (D == 64) fl_fwd<64>(s, o, lse2, q, k, v, BH, T, scale, causal);
-    else fl_fwd<128>(s, o, lse2, q, k, v, BH, T, scale, causal);
+    tl_status st = fl_check(d);
+    if (st || !d->B || !d->H || !d->T) return st;
+    if (d->D == 32) fl_fwd<32>(s, o, lse2, q, k, v, d, scale, causal);
+    else if (d->D == 64) fl_fwd<64>(s, o, lse2, q, k, v, d, scale, causal);
+    else fl_fwd<128>(s, o, lse2, q, k, v, d, scale, causal);
     return tcu_check("flash attention fwd");
 }
 
 extern "C" tl_status tcu_flash_bwd(float *dq, float *dk, float *dv, float *delta, const float *go, const float *o,
-                                   const float *lse2, const float *q, const float *k, const float *v, int64_t BH,
-                                   int64_t T, int64_t D, float scale, bool causal) {
+                                   const float *lse2, const float *q, const float *k, const float *v,
+                                   const tcu_flash_dims *d, float scale, bool causal) {
     TCU_STATE(s);
-    if (!tcu_flash_ok(D)) return tl_err(TL_ERR_UNSUPPORTED, "train cuda: flash attention of head size %lld", (long long)D);
-    if (!BH || !T) return TL_OK;
-    const int64_t rows = BH * T;
-    flash_delta_k<<<(unsigned)((rows + 7) / 8), 256, 0, s->stream>>>(delta, go, o, rows, (int)D);
-    if (D == 32) fl_bwd<32>(s, dq, dk, dv, go, lse2, delta, q, k, v, BH, T, scale, causal);
-    else if (D == 64) fl_bwd<64>(s, dq, dk, dv, go, lse2, delta, q, k, v, BH, T, scale, causal);
-    else fl_bwd<128>(s, dq, dk, dv, go, lse2, delta, q, k, v, BH, T, scale, causal);
+    tl_status st = fl_check(d);
+    if (st || !d->B || !d->H || !d->T) return st;
+    const int64_t rows = d->B * d->H * d->T;
+    flash_delta_k<<<(unsigned)((rows + 7) / 8), 256, 0, s->stream>>>(delta, go, o, *d);
+    if (d->D == 32) fl_bwd<32>(s, dq, dk, dv, go, lse2, delta, q, k, v, d, scale, causal);
+    else if (d->D == 64) fl_bwd<64>(s, dq, dk, dv, go, lse2, delta, q, k, v, d, scale, causal);
+    else fl_bwd<128>(s, dq, dk, dv, go, lse2, delta, q, k, v, d, scale, causal);
     return tcu_check("flash attention bwd");
 }
