@@ -83,6 +83,19 @@ static tt_tensor *b_attn_fused_qkv(tt_ctx *c, tt_tensor **x) {
     tt_tensor *kt = tt_transpose(c, tt_contiguous(c, tt_transpose(c, k, 2, 3)), 2, 3); /* last-dim stride != 1 */
     return tt_attention(c, q, kt, v, true, 0);
 }
+/* the fused form, grouped-query: H 4 over Hkv 2, D 4 */
+static tt_tensor *b_attn_qkv_gqa(tt_ctx *c, tt_tensor **x) { return tt_attention_qkv(c, x[0], 4, 2, true, 0); }
+static void attention_qkv_errors(void) {
+    tt_ctx *c;
+    tt_ctx_init(1, &c);
+    int64_t sh[3] = {2, 5, 30}; /* 30 is not (4 + 2 * 2) * D */
+    tt_tensor *x = tt_new(TT_F32, 3, sh);
+    CHECK(!tt_attention_qkv(c, x, 4, 2, true, 0) && strstr(tl_last_error(), "attention_qkv"),
+          "a qkv width that is no multiple of H + 2 Hkv is refused (%s)", tl_last_error());
+    CHECK(!tt_attention_qkv(c, x, 3, 2, true, 0), "H %% Hkv != 0 is refused");
+    tt_free(x);
+    tt_ctx_free(c);
+}
 static tt_tensor *b_reshape_views(tt_ctx *c, tt_tensor **x) {
     int64_t a[4] = {2, 3, 2, 2}, b[2] = {6, 4};
     tt_tensor *n = tt_narrow(c, x[0], 2, 2, 4); /* [2,3,4] of [2,3,8] */
@@ -439,6 +452,8 @@ int main(void) {
     RUN("attention full, permuted q", b_attn_full_view, 3, -1, 1, {4, 2, 5, 2, 4}, {4, 2, 2, 6, 4},
         {4, 2, 2, 6, 4});
     RUN("attention fused qkv views", b_attn_fused_qkv, 1, -1, 1, {3, 2, 5, 24});
+    RUN("attention_qkv gqa", b_attn_qkv_gqa, 1, -1, 1, {3, 2, 5, 32});
+    attention_qkv_errors();
     RUN("reshape of narrowed views", b_reshape_views, 1, -1, 1, {3, 2, 3, 8});
     RUN("reshape, same ndim", b_reshape_same_ndim, 2, -1, 1, {2, 4, 6}, {3, 3, 2, 4});
     RUN("cross-entropy ignore_index", b_ce, 1, -2, 2, {2, 8, 6});

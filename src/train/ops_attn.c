@@ -238,7 +238,7 @@ tt_tensor *tt_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, boo
 }
 
 tt_tensor *tt_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t heads, int64_t kv_heads, bool causal, double scale) {
-    if (!tt__check(&qkv, 1, "attention_qkv")) return NULL;
+    if (!qkv) return NULL; /* message already set by whoever failed */
     const int64_t parts = heads + 2 * kv_heads;
     if (qkv->ndim != 3 || heads <= 0 || kv_heads <= 0 || heads % kv_heads || qkv->shape[2] % parts) {
         char s1[64];
@@ -252,6 +252,7 @@ tt_tensor *tt_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t heads, int64_t kv
     if (tt__dev(qkv) == TT_CUDA && tt__cu_attention_qkv_ok(c, D))
         return tt__cu_attention_qkv(c, qkv, heads, kv_heads, causal, scale);
 #endif
+    /* the views and tt_attention below run on every device */
     /* views of the three parts as [B, H, T, D]: no copy on either device */
     const int perm[4] = {0, 2, 1, 3};
     const int64_t hs[3] = {heads, kv_heads, kv_heads}, start[3] = {0, heads * D, (heads + kv_heads) * D};
