@@ -36,7 +36,42 @@ template <int D> struct fl_cfg {
     static constexpr size_t SMEM = (size_t)2 * TILE * 2 + 2 * FL_B * sizeof(float);
 };
 
-/* rows [row0, row0 + 64) of x [T, D] f32 (row stride ld) into a bf16 tile (rows past T zero) */
+/* A tile's rows [row0, row0 + 64) of x [T, D] f32 (row stride ld) in
+ * flight: each thread loads its share into registers (fl_fetch) and later
+ * rounds it to bf16 into shared memory (fl_put), so that the next tile's
+ * loads can overlap this tile's products. Rows past T are zero. */
+template <int D> struct fl_tile {
+    static constexpr int CH = D / 8, N = FL_B * CH / (FL_WARPS * 32);
+    /* the next tile's registers stay live through the products: only where they fit */
+    static constexpr bool PREFETCH = D <= 64;
+    float4 a[N], b[N];
+};
+
+template <int D>
+__device__ __forceinline__ void fl_fetch(fl_tile<D> &f, const float *x, int64_t ld, int64_t row0, int64_t T) {
+    constexpr int CH = fl_tile<D>::CH;
+#pragma unroll
+    for (int n = 0; n < fl_tile<D>::N; n++) {
+        const int i = threadIdx.x + n * FL_WARPS * 32, r = i / CH, cc = i % CH;
+        const bool in = row0 + r < T;
+        const float *src = x + (in ? row0 + r : 0) * ld + cc * 8;
+        f.a[n] = in ? *(const float4 *)src : make_float4(0.f, 0.f, 0.f, 0.f);
+        f.b[n] = in ? *(const float4 *)(src + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
+template <int D> __device__ __forceinline__ void fl_put(__nv_bfloat16 *dst, const fl_tile<D> &f) {
+    constexpr int CH = fl_tile<D>::CH;
+#pragma unroll
+    for (int n = 0; n < fl_tile<D>::N; n++) {
+        const int i = threadIdx.x + n * FL_WARPS * 32, r = i / CH, cc = i % CH;
+        const float4 a = f.a[n], b = f.b[n];
+        *(uint4 *)(dst + r * fl_cfg<D>::LD + cc * 8) = make_uint4(fa_pack_bf16(a.x, a.y), fa_pack_bf16(a.z, a.w),
+                                                                  fa_pack_bf16(b.x, b.y), fa_pack_bf16(b.z, b.w));
+    }
+}
+
+/* the same in one pass, for tiles whose registers would not fit */
 template <int D>
 __device__ __forceinline__ void fl_stage(__nv_bfloat16 *dst, const float *x, int64_t ld, int64_t row0, int64_t T) {
     constexpr int CH = D / 8;
@@ -50,6 +85,28 @@ __device__ __forceinline__ void fl_stage(__nv_bfloat16 *dst, const float *x, int
                              fa_pack_bf16(b.z, b.w));
         }
         *(uint4 *)(dst + r * fl_cfg<D>::LD + cc * 8) = out;
+    }
+}
+
+/* The key and value tiles of step j into shared memory: prefetched one step
+ * ahead where the registers fit (fk/fv hold step j's, and get step j + 1's) */
+template <int D>
+__device__ __forceinline__ void fl_kv_step(__nv_bfloat16 *sk, __nv_bfloat16 *sv, fl_tile<D> &fk, fl_tile<D> &fv,
+                                           const float *kh, const float *vh, int64_t ld, int64_t j, int64_t n,
+                                           int64_t T) {
+    __syncthreads(); /* every warp is done with the previous tile */
+    if constexpr (fl_tile<D>::PREFETCH) {
+        fl_put<D>(sk, fk);
+        fl_put<D>(sv, fv);
+        __syncthreads();
+        if (j + 1 < n) {
+            fl_fetch<D>(fk, kh, ld, (j + 1) * FL_B, T);
+            fl_fetch<D>(fv, vh, ld, (j + 1) * FL_B, T);
+        }
+    } else {
+        fl_stage<D>(sk, kh, ld, j * FL_B, T);
+        fl_stage<D>(sv, vh, ld, j * FL_B, T);
+        __syncthreads();
     }
 }
 
@@ -141,11 +198,13 @@ flash_fwd_k(float *o, float *lse2, const float *q, const float *k, const float *
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     const uint32_t skt = (uint32_t)__cvta_generic_to_shared(sk), svt = (uint32_t)__cvta_generic_to_shared(sv);
     const int64_t n_kt = causal ? qt + 1 : (T + FL_B - 1) / FL_B;
+    fl_tile<D> fk, fv;
+    if constexpr (fl_tile<D>::PREFETCH) {
+        fl_fetch<D>(fk, kh, d.kv.t, 0, T);
+        fl_fetch<D>(fv, vh, d.kv.t, 0, T);
+    }
     for (int64_t j = 0; j < n_kt; j++) {
-        __syncthreads(); /* every warp is done with the previous tile */
-        fl_stage<D>(sk, kh, d.kv.t, j * FL_B, T);
-        fl_stage<D>(sv, vh, d.kv.t, j * FL_B, T);
-        __syncthreads();
+        fl_kv_step<D>(sk, sv, fk, fv, kh, vh, d.kv.t, j, n_kt, T);
         float s[FL_B / 8][4];
         fl_mm_xt<D>(s, qa, skt);
         const int64_t p0 = j * FL_B;
@@ -330,11 +389,13 @@ flash_bwd_q_k(float *dq, const float *q, const float *k, const float *v, const f
     for (int i = 0; i < D / 8; i++) aq[i][0] = aq[i][1] = aq[i][2] = aq[i][3] = 0.0f;
     const uint32_t skt = (uint32_t)__cvta_generic_to_shared(sk), svt = (uint32_t)__cvta_generic_to_shared(sv);
     const int64_t n_kt = causal ? qt + 1 : (T + FL_B - 1) / FL_B;
+    fl_tile<D> fk, fv;
+    if constexpr (fl_tile<D>::PREFETCH) {
+        fl_fetch<D>(fk, kh, d.kv.t, 0, T);
+        fl_fetch<D>(fv, vh, d.kv.t, 0, T);
+    }
     for (int64_t j = 0; j < n_kt; j++) {
-        __syncthreads();
-        fl_stage<D>(sk, kh, d.kv.t, j * FL_B, T);
-        fl_stage<D>(sv, vh, d.kv.t, j * FL_B, T);
-        __syncthreads();
+        fl_kv_step<D>(sk, sv, fk, fv, kh, vh, d.kv.t, j, n_kt, T);
         float s[FL_B / 8][4], dp[FL_B / 8][4];
         fl_mm_xt<D>(s, qa, skt);  /* S = Q K^T (log2 domain) */
         fl_mm_xt<D>(dp, ga, svt); /* dP = dO V^T */
