@@ -462,6 +462,44 @@ static void test_model_grads(tt_arch arch) {
     tt_model_free(&dm);
 }
 
+/* A grouped-query Llama (4 heads over 2, head size 32) in BF16 mode, which
+ * runs attention through the flash kernels: loss and every gradient against
+ * the CPU's f32 within bf16 rounding. */
+static void test_llama_gqa_bf16(void) {
+    tt_model_config k = tt_model_config_default(TT_ARCH_LLAMA, 96, 64, 128, 2, 4);
+    k.kv_heads = 2;
+    tt_model hm, dm;
+    tt_model_init(&hm, &k, 5);
+    tt_model_init(&dm, &k, 5);
+    CHECK(tt_model_to(&dm, TT_CUDA) == TL_OK, "model to cuda: %s", tl_last_error());
+    int64_t B = 2, T = 64;
+    int32_t ids[128], tg[128];
+    for (int i = 0; i < 128; i++) ids[i] = (int32_t)(tt_rng_next(&R) % 96), tg[i] = (int32_t)(tt_rng_next(&R) % 96);
+    tt_ctx *c, *cd;
+    tt_ctx_init(2, &c);
+    tt_ctx_init(1, &cd);
+    tt_ctx_set_matmul_prec(cd, TT_MM_BF16);
+    tt_tensor *lh = tt_model_loss(c, &hm, ids, tg, B, T, NULL), *ld = tt_model_loss(cd, &dm, ids, tg, B, T, NULL);
+    CHECK(lh && ld, "gqa llama loss: %s", tl_last_error());
+    if (lh && ld) {
+        double vh = tt_get(lh, 0), vd = tt_get(ld, 0);
+        CHECK(fabs(vh - vd) / vh < 1e-2, "gqa llama loss cpu %.6f cuda bf16 %.6f", vh, vd);
+        CHECK(tt_backward(c, lh) == TL_OK && tt_backward(cd, ld) == TL_OK, "gqa backward: %s", tl_last_error());
+        double worst = 0;
+        const char *wn = "";
+        for (int i = 0; i < hm.params.n; i++) {
+            double e = rel_err(dm.params.p[i].t->grad, hm.params.p[i].t->grad);
+            if (e > worst) worst = e, wn = hm.params.p[i].name;
+        }
+        CHECK(worst < 5e-2, "gqa llama bf16 worst grad rel err %.3g (%s)", worst, wn);
+        printf("llama gqa 4/2 bf16 step      loss %.6f vs %.6f, worst grad %.2e (%s)\n", vh, vd, worst, wn);
+    }
+    tt_ctx_free(c);
+    tt_ctx_free(cd);
+    tt_model_free(&hm);
+    tt_model_free(&dm);
+}
+
 /* Train steps [from, to) on CUDA; resume from ckpt if given, save at save_at. */
 static void run_gpu(tt_dataset *d, const char *resume, const char *save, int save_at, int to, tt_model *m,
                     tt_optim *o, double *losses) {
@@ -532,6 +570,7 @@ int main(void) {
     test_adamw();
     test_model_grads(TT_ARCH_GPT2);
     test_model_grads(TT_ARCH_LLAMA);
+    test_llama_gqa_bf16();
     test_resume();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
