@@ -16,13 +16,15 @@
  *    registers (an S accumulator pair of n-tiles is an A fragment).
  *  - backward, two kernels so that no sum depends on atomics' order: one
  *    per 64 keys walks the query tiles of every query head of its group for
- *    dV += P^T dO and dK += dS^T Q; one per 64 queries walks the key tiles for dQ += dS K;
+ *    dV += P^T dO and dK += dS^T Q (the next q and dO tiles landing in
+ *    shared memory by cp.async meanwhile); one per 64 queries walks the key tiles for dQ += dS K;
  *    both recompute P from lse2, and dS = P (dP - delta) with
  *    dP = dO V^T and delta = rowsum(dO o O) (a first small kernel).
  * Rows at or past T are zero-filled and masked.
  * Owns nothing. Calls: CUDA (sm_80+ mma.sync, ldmatrix). */
 #include <math.h>
 
+#include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_mma.cuh"
 #include "train/cuda/tcu_common.cuh"
 
@@ -34,6 +36,8 @@ template <int D> struct fl_cfg {
     static constexpr int LD = D + 8; /* padded row, in bf16: ldmatrix rows hit distinct banks */
     static constexpr int TILE = FL_B * LD;
     static constexpr size_t SMEM = (size_t)2 * TILE * 2 + 2 * FL_B * sizeof(float);
+    /* the dK/dV kernel also lands its next q and dO tiles in f32 */
+    static constexpr size_t SMEM_KV = SMEM + (size_t)2 * FL_B * D * sizeof(float);
 };
 
 /* A tile's rows [row0, row0 + 64) of x [T, D] f32 (row stride ld) in
@@ -85,6 +89,30 @@ __device__ __forceinline__ void fl_stage(__nv_bfloat16 *dst, const float *x, int
                              fa_pack_bf16(b.z, b.w));
         }
         *(uint4 *)(dst + r * fl_cfg<D>::LD + cc * 8) = out;
+    }
+}
+
+/* rows [row0, row0 + 64) of x (row stride ld) copied as f32 into raw [64][D]
+ * by cp.async, rows past T zero-filled: in flight while the block multiplies */
+template <int D>
+__device__ __forceinline__ void fl_async(float *raw, const float *x, int64_t ld, int64_t row0, int64_t T) {
+    constexpr int C4 = D / 4;
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(raw);
+    for (int i = threadIdx.x; i < FL_B * C4; i += FL_WARPS * 32) {
+        const int r = i / C4, c4 = i % C4;
+        const bool in = row0 + r < T;
+        cp_async16(base + (uint32_t)(i * 16), x + (in ? row0 + r : 0) * ld + c4 * 4, in ? 16 : 0);
+    }
+}
+
+/* raw [64][D] f32 (in shared memory) rounded to a bf16 tile */
+template <int D> __device__ __forceinline__ void fl_round(__nv_bfloat16 *dst, const float *raw) {
+    constexpr int CH = D / 8;
+    for (int i = threadIdx.x; i < FL_B * CH; i += FL_WARPS * 32) {
+        const int r = i / CH, cc = i % CH;
+        const float4 a = *(const float4 *)(raw + r * D + cc * 8), b = *(const float4 *)(raw + r * D + cc * 8 + 4);
+        *(uint4 *)(dst + r * fl_cfg<D>::LD + cc * 8) = make_uint4(fa_pack_bf16(a.x, a.y), fa_pack_bf16(a.z, a.w),
+                                                                  fa_pack_bf16(b.x, b.y), fa_pack_bf16(b.z, b.w));
     }
 }
 
@@ -312,7 +340,7 @@ flash_bwd_kv_k(float *dk, float *dv, const float *q, const float *k, const float
     typedef fl_cfg<D> C;
     extern __shared__ __align__(16) unsigned char fl_smem[];
     __nv_bfloat16 *sq = (__nv_bfloat16 *)fl_smem, *sg = sq + C::TILE;
-    float *sl = (float *)(sg + C::TILE), *sd = sl + FL_B;
+    float *sl = (float *)(sg + C::TILE), *sd = sl + FL_B, *rq = sd + FL_B, *rg = rq + FL_B * D;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cq = 2 * (lane & 3);
     const int64_t T = d.T, G = d.H / d.Hkv, b = blockIdx.y / d.Hkv, hk = blockIdx.y % d.Hkv, kt = blockIdx.x;
     const int64_t kvo = fl_head(d.kv, b, hk);
@@ -326,20 +354,29 @@ flash_bwd_kv_k(float *dk, float *dv, const float *q, const float *k, const float
 #pragma unroll
         for (int e = 0; e < 4; e++) ak[i][e] = av[i][e] = 0.0f;
     const uint32_t sqt = (uint32_t)__cvta_generic_to_shared(sq), sgt = (uint32_t)__cvta_generic_to_shared(sg);
-    const int64_t n_qt = (T + FL_B - 1) / FL_B;
-    for (int64_t g = 0; g < G; g++) {
-        const int64_t h = hk * G + g, bh = b * d.H + h;
-        const float *qh = q + fl_head(d.q, b, h), *gh = go + fl_head(d.go, b, h);
-        for (int64_t j = causal ? kt : 0; j < n_qt; j++) {
-            __syncthreads();
-            fl_stage<D>(sq, qh, d.q.t, j * FL_B, T);
-            fl_stage<D>(sg, gh, d.go.t, j * FL_B, T);
-            for (int i = threadIdx.x; i < FL_B; i += FL_WARPS * 32) {
-                const int64_t t = j * FL_B + i;
-                sl[i] = t < T ? lse2[bh * T + t] : 0.0f;
-                sd[i] = t < T ? delta[bh * T + t] : 0.0f;
-            }
-            __syncthreads();
+    /* the (query head, query tile) steps in order, each step's q and dO
+     * tiles landing in raw f32 while the previous step multiplies */
+    const int64_t n_qt = (T + FL_B - 1) / FL_B, j0 = causal ? kt : 0, per = n_qt - j0, n_step = G * per;
+    auto issue = [&](int64_t st) {
+        const int64_t h = hk * G + st / per, j = j0 + st % per;
+        fl_async<D>(rq, q + fl_head(d.q, b, h), d.q.t, j * FL_B, T);
+        fl_async<D>(rg, go + fl_head(d.go, b, h), d.go.t, j * FL_B, T);
+        cp_async_commit();
+    };
+    if (n_step > 0) issue(0);
+    for (int64_t st = 0; st < n_step; st++) {
+        const int64_t h = hk * G + st / per, j = j0 + st % per, bh = b * d.H + h;
+        float lv = 0.0f, dv_ = 0.0f;
+        const int64_t tl = j * FL_B + threadIdx.x;
+        if (threadIdx.x < FL_B && tl < T) lv = lse2[bh * T + tl], dv_ = delta[bh * T + tl];
+        cp_async_wait<0>();
+        __syncthreads(); /* the raw tiles are in, and every warp is done with the last step */
+        fl_round<D>(sq, rq);
+        fl_round<D>(sg, rg);
+        if (threadIdx.x < FL_B) sl[threadIdx.x] = lv, sd[threadIdx.x] = dv_;
+        __syncthreads();
+        if (st + 1 < n_step) issue(st + 1);
+        {
             float s[FL_B / 8][4], dp[FL_B / 8][4];
             fl_mm_xt<D>(s, ka, sqt);  /* S^T = K Q^T (log2 domain) */
             fl_mm_xt<D>(dp, va, sgt); /* dP^T = V dO^T */
@@ -430,11 +467,11 @@ template <int D> static void fl_fwd(tcu_state *s, float *o, float *lse2, const f
 template <int D>
 static void fl_bwd(tcu_state *s, float *dq, float *dk, float *dv, const float *go, const float *lse2, const float *delta,
                    const float *q, const float *k, const float *v, const tcu_flash_dims *d, float scale, bool causal) {
-    const size_t sm = fl_cfg<D>::SMEM;
-    cudaFuncSetAttribute(flash_bwd_kv_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    const size_t sm = fl_cfg<D>::SMEM, skv = fl_cfg<D>::SMEM_KV;
+    cudaFuncSetAttribute(flash_bwd_kv_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)skv);
     cudaFuncSetAttribute(flash_bwd_q_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     const unsigned nt = (unsigned)((d->T + FL_B - 1) / FL_B);
-    flash_bwd_kv_k<D><<<dim3(nt, (unsigned)(d->B * d->Hkv)), FL_WARPS * 32, sm, s->stream>>>(dk, dv, q, k, v, go, lse2,
+    flash_bwd_kv_k<D><<<dim3(nt, (unsigned)(d->B * d->Hkv)), FL_WARPS * 32, skv, s->stream>>>(dk, dv, q, k, v, go, lse2,
                                                                                            delta, *d, scale, causal);
     flash_bwd_q_k<D><<<dim3(nt, (unsigned)(d->B * d->H)), FL_WARPS * 32, sm, s->stream>>>(dq, q, k, v, go, lse2, delta,
                                                                                         *d, scale, causal);
