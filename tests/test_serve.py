@@ -17,6 +17,12 @@ on a free port and checks, with Python's http.client:
   prose, histories with calls and results, bad tools -> 400; templates that
   render tools (Qwen2.5's prompt equals jinja2's; Llama-3.1 and Mistral
   syntaxes picked, forced and parsed)
+- completions' echo: prompt text + completion, text_offset, the prompt
+  tokens' logprobs equal to requests forcing each token after its prefix
+  (exactly with --chunk 1), max_tokens 0, streamed, bad types -> 400;
+  logprobs with tools (the call's tokens too; streamed, the same list and
+  content tokens' never ahead of their text); image/audio parts -> 400
+  naming the part
 - every error case (malformed / non-UTF-8 JSON, wrong types, unknown model,
   empty messages, prompt too long, body too large, API key, stalled client,
   unknown endpoint) gets its status and an OpenAI-shaped JSON error, and the
