@@ -17,6 +17,12 @@ on a free port and checks, with Python's http.client:
   prose, histories with calls and results, bad tools -> 400; templates that
   render tools (Qwen2.5's prompt equals jinja2's; Llama-3.1 and Mistral
   syntaxes picked, forced and parsed)
+- completions' echo: prompt text + completion, text_offset, the prompt
+  tokens' logprobs equal to requests forcing each token after its prefix
+  (exactly with --chunk 1), max_tokens 0, streamed, bad types -> 400;
+  logprobs with tools (the call's tokens too; streamed, the same list and
+  content tokens' never ahead of their text); image/audio parts -> 400
+  naming the part
 - every error case (malformed / non-UTF-8 JSON, wrong types, unknown model,
   empty messages, prompt too long, body too large, API key, stalled client,
   unknown endpoint) gets its status and an OpenAI-shaped JSON error, and the
@@ -392,6 +398,141 @@ def logprobs_embeddings(s):
           all(abs(n - 1) < 1e-4 for n in norms), "embeddings: 3 x 576, unit norm")
     dot = lambda a, b: sum(x * y for x, y in zip(a, b))
     check(dot(emb[0], emb[1]) > 0.9999 and dot(emb[0], emb[2]) < 0.999, "same text, same embedding; other text, other")
+
+
+def ids_of(text):
+    r = subprocess.run([BIN, "tokenize", "-m", MODEL, "--ids", text], capture_output=True, text=True)
+    return json.loads(r.stdout)
+
+
+def echo_vs_forced(s, ids, l, tol):
+    """each prompt token ids[k] forced (logit_bias) after ids[:k] alone: its
+    logprob and alternatives against echo's logprobs l"""
+    ok, worst = True, 0.0
+    for k in range(1, len(ids)):
+        st, one, _ = s.post("/v1/completions", {"prompt": ids[:k], "max_tokens": 1, "temperature": 0,
+                                                "logprobs": 3, "logit_bias": {str(ids[k]): 100}})
+        o = one["choices"][0]["logprobs"]
+        ok &= st == 200 and o["tokens"][0] == l["tokens"][k]
+        worst = max(worst, abs(o["token_logprobs"][0] - l["token_logprobs"][k]))
+        if tol < 1e-3:
+            ok &= set(o["top_logprobs"][0]) == set(l["top_logprobs"][k])
+            ok &= all(abs(o["top_logprobs"][0][t] - v) <= tol for t, v in l["top_logprobs"][k].items())
+    return ok and worst <= tol, worst
+
+
+def echo_exact():
+    """one prompt token per step (--chunk 1): echo's prompt logits come from
+    the same one-token evaluations as the forced requests', so they agree"""
+    s = Server("-np", "2", "-c", "1024", "--chunk", "1")
+    try:
+        ids = ids_of("The quick brown fox jumps over")
+        st, js, _ = s.post("/v1/completions", {"prompt": ids, "temperature": 0, "logprobs": 3, "max_tokens": 0,
+                                               "echo": True})
+        ok, worst = echo_vs_forced(s, ids, js["choices"][0]["logprobs"], 1e-4)
+        check(st == 200 and ok, "echo (--chunk 1): every prompt token's logprob and top 3 equal the forced "
+              "requests' (max diff %.2g)" % worst)
+    finally:
+        s.stop()
+
+
+def echo(s):
+    """completions' echo: the prompt's text and its tokens' logprobs, checked
+    against each prompt token forced (logit_bias) after its prefix alone"""
+    text = "One, two, three, four"
+    ids = ids_of(text)
+    base = {"prompt": ids, "temperature": 0, "logprobs": 3}
+    st, plain, _ = s.post("/v1/completions", {**base, "max_tokens": 3})
+    st2, js, _ = s.post("/v1/completions", {**base, "max_tokens": 3, "echo": True})
+    ch = js["choices"][0]
+    l = ch["logprobs"]
+    n = len(ids)
+    check(st == 200 and st2 == 200 and ch["text"] == text + plain["choices"][0]["text"] and
+          len(l["tokens"]) == n + 3 and js["usage"]["completion_tokens"] == 3,
+          "echo: the prompt's text, then the same completion as without echo")
+    check(l["token_logprobs"][0] is None and l["top_logprobs"][0] is None and
+          all(isinstance(x, float) and x <= 0 for x in l["token_logprobs"][1:]),
+          "echo: the first prompt token's logprob is null, the others are numbers <= 0")
+    check(l["token_logprobs"][n:] == plain["choices"][0]["logprobs"]["token_logprobs"],
+          "echo: the completion's logprobs are the ones without echo")
+    off = l["text_offset"]
+    check(len(off) == n + 3 and off[0] == 0 and
+          all(ch["text"][off[i]:off[i] + len(t)] == t for i, t in enumerate(l["tokens"])) and
+          all(off[i + 1] == off[i] + len(l["tokens"][i]) for i in range(n + 2)),
+          "echo: text_offset points at each token in the text")
+    ok, worst = echo_vs_forced(s, ids, l, 0.25)
+    check(ok, "echo: each prompt token's logprob is near a request that continues its prefix by it "
+          "(max diff %.2g; a batched prefill rounds otherwise)" % worst)
+    st, again, _ = s.post("/v1/completions", {**base, "max_tokens": 3, "echo": True})
+    check(st == 200 and again["choices"][0]["logprobs"] == l, "echo: a cached prompt is scored again, the same")
+    st, zero, _ = s.post("/v1/completions", {**base, "max_tokens": 0, "echo": True})
+    z = zero["choices"][0]
+    check(st == 200 and z["text"] == text and z["logprobs"]["token_logprobs"] == l["token_logprobs"][:n] and
+          zero["usage"]["completion_tokens"] == 0 and z["finish_reason"] == "length",
+          "echo with max_tokens 0 scores the prompt and generates nothing")
+    st, tx, _ = s.post("/v1/completions", {"prompt": text, "max_tokens": 2, "temperature": 0, "echo": True, "n": 2})
+    check(st == 200 and all(c["text"].startswith(text) and c["logprobs"] is None for c in tx["choices"]),
+          "echo of a text prompt, n=2, without logprobs")
+    st, chunks, done = s.stream("/v1/completions", {**base, "max_tokens": 3, "echo": True})
+    st_text = "".join(c["choices"][0]["text"] for c in chunks if c.get("choices"))
+    st_lp = [x for c in chunks if c.get("choices") and c["choices"][0]["logprobs"]
+             for x in c["choices"][0]["logprobs"]["token_logprobs"]]
+    check(st == 200 and done and st_text == ch["text"] and st_lp == l["token_logprobs"], "echo streamed")
+    for body, param in (({"prompt": "x", "echo": "yes"}, "echo"), ({"prompt": "x", "echo": 1}, "echo"),
+                        ({"prompt": "x", "max_tokens": 0}, "max_tokens")):
+        st, js, _ = s.post("/v1/completions", body)
+        check(is_error(js, 400, st, param), "400 for %s" % json.dumps(body))
+    st, js, _ = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})
+    check(is_error(js, 400, st, "max_tokens"), "chat: max_tokens 0 is a 400")
+
+
+def media_parts(s):
+    for part, word in (({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}, "vision"),
+                       ({"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}, "audio")):
+        msgs = [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, part]}]
+        st, js, _ = s.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 4})
+        m = js["error"]["message"] if isinstance(js, dict) and "error" in js else ""
+        check(is_error(js, 400, st, "messages[0].content") and "content[1]" in m and part["type"] in m and
+              ("no %s input" % word) in m, "a %s part is a 400 naming part 1 and saying: %s" % (part["type"], m))
+
+
+def tool_logprobs(s):
+    """logprobs with tools: every token's, the call's included; streamed, the
+    same list, each content token's only once its text went out"""
+    asks = {"required": "What is the weather in Paris right now?", "auto": "Say hello in one short sentence.",
+            "held": "Write the HTML tag for a paragraph, like <p>."}  # a "<" may open a call: held, then released
+    for case, ask in asks.items():
+        choice = "required" if case == "required" else "auto"
+        msgs = [{"role": "user", "content": ask}]
+        body = dict(messages=msgs, tools=[WEATHER] if case == "held" else [WEATHER, TIME], tool_choice=choice,
+                    max_tokens=30 if case == "held" else 40, temperature=0, logprobs=True, top_logprobs=2)
+        s.post("/v1/chat/completions", body)  # caches the prompt, so the next two evaluate alike
+        st, js, _ = s.post("/v1/chat/completions", body)
+        ch = js["choices"][0]
+        lp = lp_tokens(ch)
+        joined = "".join(t for t, _, _ in lp)
+        # completion_tokens also counts an end-of-generation token, which has no text and no entry
+        check(st == 200 and len(lp) in (js["usage"]["completion_tokens"], js["usage"]["completion_tokens"] - 1) and
+              (joined == ch["message"]["content"] if choice == "auto" else
+               (ch["message"].get("tool_calls") and "get_weather" in joined)),
+              "tools %s: logprobs for every generated token (the call's too)" % case)
+        st, chunks, done = s.stream("/v1/chat/completions", body)
+        got, content, prefix_ok, most = [], "", True, 0
+        for c in chunks:
+            if not c.get("choices"):
+                continue
+            d = c["choices"][0]
+            content += d["delta"].get("content") or ""
+            if d.get("logprobs"):
+                most = max(most, len(d["logprobs"]["content"]))
+                got += [(e["token"], e["logprob"], {t["token"]: t["logprob"] for t in e["top_logprobs"]})
+                        for e in d["logprobs"]["content"]]
+            if not any("tool_calls" in x["choices"][0]["delta"] for x in chunks[:chunks.index(c) + 1]
+                       if x.get("choices")):
+                prefix_ok &= content.startswith("".join(t for t, _, _ in got))
+        same = len(got) == len(lp) and all(a[0] == b[0] and abs(a[1] - b[1]) < 1e-5 for a, b in zip(got, lp))
+        check(st == 200 and done and same and prefix_ok and (case != "held" or most >= 2),
+              "tools %s streamed: the same logprobs, content tokens' never ahead of their text" % case)
 
 
 def preemption():
@@ -963,12 +1104,16 @@ def main():
         stops(s)
         tools(s)
         tool_errors(s)
+        echo(s)
+        media_parts(s)
+        tool_logprobs(s)
         errors(s)
         load(s)
     finally:
         rc = s.stop()
     check(rc == 0, "SIGTERM: clean exit")
     concurrent_exact()
+    echo_exact()
     preemption()
     lora()
     tool_templates()

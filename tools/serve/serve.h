@@ -102,7 +102,7 @@ typedef struct srv_req {
     bool stream, include_usage;
     bool logprobs;              /* chat: logprobs true; completions: logprobs given */
     int32_t top_logprobs;
-    bool echo;                  /* completions: echo (only false is supported) */
+    bool echo;                  /* completions: the prompt comes back before the completion */
     bool ignore_eos;            /* extension: generate past end-of-generation tokens (benchmarks) */
     const char *stop[SRV_MAX_STOP];
     int32_t n_stop;
@@ -134,6 +134,7 @@ typedef struct srv_piece {
     size_t len;
     int32_t tok;
     float logprob;  /* when the job asked for logprobs */
+    bool no_lp;     /* an echoed first prompt token: nothing predicted it (logprob null) */
     int32_t n_top;
     int32_t top_tok[SRV_MAX_TOP_LOGPROBS];
     float top_lp[SRV_MAX_TOP_LOGPROBS];
@@ -148,7 +149,10 @@ typedef struct srv_job {
     int32_t *prompt;      /* [n_prompt] */
     int32_t n_prompt;
     bool embed;
-    int32_t max_tokens;   /* >= 1 */
+    int32_t max_tokens;   /* >= 1, or 0 with echo: only the prompt is scored */
+    bool echo;            /* the prompt's pieces come first (completions' echo) */
+    srv_piece *echo_buf;  /* [n_echo] while the prompt is prefilled: its tokens' logprobs, then published */
+    int32_t n_echo;       /* the prompt's length when queued */
     tl_sampler_params sp; /* sp.logit_bias points at bias */
     tl_logit_bias *bias;  /* [sp.n_logit_bias], malloc'd */
     int32_t top_logprobs; /* -1: no logprobs */
@@ -165,6 +169,8 @@ typedef struct srv_job {
     /* output, under srv->mu */
     srv_piece *pieces;
     int32_t n_pieces, cap_pieces, n_read; /* n_read: taken by the connection */
+    int32_t lp_sent;      /* streaming with tools: pieces whose logprobs went out */
+    size_t lp_bytes;      /* their text's bytes */
     float *embedding;     /* [n_embd] when done */
     int32_t n_gen, n_cached;
     const char *finish;   /* "stop" / "length" once done */
@@ -302,6 +308,9 @@ void srv_tool_result(const srv_call *c, const char *text, size_t len, char **con
 bool srv_tc_delta(const srv_call *c, srv_job *j, const char *text, size_t len, bool final, srv_buf *out,
                   bool *any_call);
 void srv_tc_free(struct srv_tc_stream *t);
+/* Bytes of job j's text that its deltas have given out so far: the content
+ * sent, or all of it once a call has started (its tokens are the call's). */
+size_t srv_tc_released(const srv_job *j);
 
 /* http */
 typedef struct srv_http srv_http;

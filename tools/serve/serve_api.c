@@ -119,7 +119,10 @@ static void fill_job(srv_server *s, const srv_req *r, srv_job *j, int32_t index,
     j->index = index;
     j->embed = r->kind == SRV_EMBED;
     int32_t room = s->n_seq_ctx - j->n_prompt;
-    j->max_tokens = r->max_tokens > 0 && r->max_tokens < room ? r->max_tokens : room;
+    j->max_tokens = r->max_tokens >= 0 && r->max_tokens < room ? r->max_tokens : room;
+    j->echo = r->echo;
+    j->n_echo = r->echo ? j->n_prompt : 0;
+    if (r->echo) j->echo_buf = calloc((size_t)j->n_prompt, sizeof *j->echo_buf);
     j->sp = r->sp;
     j->sp.seed = seed;
     /* OpenAI's penalties count every token generated so far (the prompt not) */
@@ -189,6 +192,15 @@ static srv_call *make_call(srv_server *s, const srv_req *r, srv_err *e) {
             }
         pthread_mutex_unlock(&s->mu); /* fill_job reads the adapters' scales */
         for (int32_t i = 0; i < np; i++) c->n_prompt_total += pn[i];
+        for (int32_t i = 0; i < c->n_jobs; i++)
+            if (c->jobs[i].echo && (!c->jobs[i].echo_buf || !c->jobs[i].prompt)) {
+                srv_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+                pthread_mutex_lock(&s->mu);
+                srv_call_unref_locked(c);
+                pthread_mutex_unlock(&s->mu);
+                c = NULL;
+                break;
+            }
     }
     for (int32_t i = 0; i < np; i++) free(ptok[i]);
     return c;
@@ -268,9 +280,17 @@ static void json_logprobs(srv_buf *b, srv_server *s, const srv_call *c, const sr
         const char *sep = first ? "" : ",";
         first = false;
         sb_puts(&toks, sep), json_token(&toks, s, p->tok);
-        sb_puts(&lps, sep), sb_json_num(&lps, p->logprob);
+        sb_puts(&lps, sep);
+        if (p->no_lp) sb_puts(&lps, "null");
+        else sb_json_num(&lps, p->logprob);
         sb_puts(&offs, sep), sb_printf(&offs, "%zu", off);
-        sb_puts(&tops, sep), sb_puts(&tops, "{");
+        sb_puts(&tops, sep);
+        if (p->no_lp) {
+            sb_puts(&tops, "null");
+            off += p->len;
+            continue;
+        }
+        sb_puts(&tops, "{");
         for (int32_t k = 0; k < p->n_top; k++) {
             if (k) sb_puts(&tops, ",");
             json_token(&tops, s, p->top_tok[k]);
@@ -495,8 +515,20 @@ static void chunk_job(srv_buf *b, srv_server *s, const srv_call *c, const srv_jo
     else sb_puts(b, ",\"finish_reason\":null}]}\n\n");
 }
 
+/* with tools: the logprobs of the pieces whose text the deltas gave out
+ * since the last time (all that are left at the end), or null */
+static void tool_logprobs(srv_buf *b, srv_server *s, const srv_call *c, srv_job *j, int32_t to, bool end) {
+    size_t rel = srv_tc_released(j);
+    int32_t from = j->lp_sent;
+    while (j->lp_sent < to && (end || j->lp_bytes + j->pieces[j->lp_sent].len <= rel))
+        j->lp_bytes += j->pieces[j->lp_sent++].len;
+    if (j->lp_sent > from && j->top_logprobs >= 0) json_logprobs(b, s, c, j, from, j->lp_sent);
+    else sb_puts(b, "null");
+}
+
 /* with tools: content and tool_calls deltas of pieces [from, to), then the
- * finish chunk (logprobs are not streamed here) */
+ * finish chunk; each chunk's logprobs are those of the tokens it released
+ * (content held back while it may open a call gets them when it goes out) */
 static void tool_chunks(srv_buf *b, srv_server *s, const srv_call *c, srv_job *j, int32_t from, int32_t to) {
     srv_buf t = {0}, d = {0};
     for (int32_t i = from; i < to; i++) sb_add(&t, j->pieces[i].text ? j->pieces[i].text : "", j->pieces[i].len);
@@ -508,12 +540,15 @@ static void tool_chunks(srv_buf *b, srv_server *s, const srv_call *c, srv_job *j
         chunk_open(b, s, c);
         sb_printf(b, "{\"index\":%d,\"delta\":{", j->index);
         sb_add(b, d.p, d.n);
-        sb_puts(b, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+        sb_puts(b, "},\"logprobs\":");
+        tool_logprobs(b, s, c, j, to, final);
+        sb_puts(b, ",\"finish_reason\":null}]}\n\n");
     }
     if (j->done) {
         chunk_open(b, s, c);
-        sb_printf(b, "{\"index\":%d,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"%s\"}]}\n\n", j->index,
-                  any_call ? "tool_calls" : j->finish ? j->finish : "stop");
+        sb_printf(b, "{\"index\":%d,\"delta\":{},\"logprobs\":", j->index);
+        tool_logprobs(b, s, c, j, to, true);
+        sb_printf(b, ",\"finish_reason\":\"%s\"}]}\n\n", any_call ? "tool_calls" : j->finish ? j->finish : "stop");
     }
     sb_free(&t);
     sb_free(&d);

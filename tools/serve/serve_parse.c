@@ -120,6 +120,13 @@ static bool parse_content(const cJSON *c, int i, const char *role, srv_req *r, s
     for (const cJSON *p = c->child; p; p = p->next, j++) {
         const cJSON *type = cJSON_IsObject(p) ? field(p, "type") : NULL;
         const cJSON *text = cJSON_IsObject(p) ? field(p, "text") : NULL;
+        if (cJSON_IsString(type) && (!strcmp(type->valuestring, "image_url") || !strcmp(type->valuestring, "input_audio") ||
+                                     !strcmp(type->valuestring, "image") || !strcmp(type->valuestring, "audio"))) {
+            sb_free(&b);
+            bool img = type->valuestring[0] == 'i' && type->valuestring[1] == 'm';
+            return BAD(e, param, "'%s[%d]' is an %s part; this model has no %s input (only text parts are supported)",
+                       param, j, type->valuestring, img ? "vision" : "audio");
+        }
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
             sb_free(&b);
             return BAD(e, param, "'%s[%d]' must be {\"type\": \"text\", \"text\": \"...\"} (only text is supported)",
@@ -230,8 +237,9 @@ static bool parse_bias(const cJSON *lb, int32_t n_vocab, srv_req *r, srv_err *e)
 }
 
 static bool parse_generation(const cJSON *root, srv_req *r, int32_t n_vocab, int32_t n_lora, srv_err *e) {
-    if (!get_int(root, "max_tokens", 1, 1 << 24, &r->max_tokens, NULL, e)) return false;
-    if (!get_int(root, "max_completion_tokens", 1, 1 << 24, &r->max_tokens, NULL, e)) return false;
+    /* 0 only scores an echoed prompt (checked with echo) */
+    if (!get_int(root, "max_tokens", 0, 1 << 24, &r->max_tokens, NULL, e)) return false;
+    if (!get_int(root, "max_completion_tokens", 0, 1 << 24, &r->max_tokens, NULL, e)) return false;
     if (!get_num(root, "temperature", 0, 2, &r->sp.temp, e)) return false;
     if (!get_num(root, "top_p", 0, 1, &r->sp.top_p, e)) return false;
     if (!get_num(root, "min_p", 0, 1, &r->sp.min_p, e)) return false;
@@ -352,13 +360,15 @@ static bool parse_logprobs(const cJSON *root, srv_req *r, srv_err *e) {
         if (!get_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &r->top_logprobs, &given, e)) return false;
         if (given && !r->logprobs)
             return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
+        if (r->max_tokens == 0) return BAD(e, "max_tokens", "'max_tokens' is 0; it must be at least 1");
         return true;
     }
     bool given = false; /* completions: logprobs is the number of alternatives */
     if (!get_int(root, "logprobs", 0, 5, &r->top_logprobs, &given, e)) return false;
     r->logprobs = given;
     if (!get_bool(root, "echo", &r->echo, e)) return false;
-    if (r->echo) return BAD(e, "echo", "'echo' is not supported");
+    if (r->max_tokens == 0 && !r->echo)
+        return BAD(e, "max_tokens", "'max_tokens' is 0; it must be at least 1 (0 only with 'echo': true)");
     return true;
 }
 

@@ -72,6 +72,7 @@ void srv_call_unref_locked(srv_call *c) {
         srv_job *j = &c->jobs[i];
         for (int32_t k = 0; k < j->n_pieces; k++) free(j->pieces[k].text);
         free(j->pieces);
+        free(j->echo_buf);
         free(j->prompt);
         free(j->bias);
         tl_sampler_free(j->smp);
@@ -221,7 +222,9 @@ static bool slot_setup(srv_server *s, sched_slot *sl, srv_job *j) {
 static bool admit_locked(srv_server *s, srv_job *j) {
     sched *sc = s->sched;
     sched_slot *idle = NULL, *lru = NULL, *busy = NULL;
-    int32_t idle_lcp = -1, busy_lcp = 0, cap = j->n_prompt - 1;
+    /* an echo with logprobs needs every prompt token's logits: no reuse */
+    bool all = j->echo_buf && j->top_logprobs >= 0;
+    int32_t idle_lcp = -1, busy_lcp = 0, cap = all ? 0 : j->n_prompt - 1;
     for (int32_t i = 0; i < sc->n_slots; i++) {
         sched_slot *sl = &sc->slots[i];
         int32_t l = j->embed || !same_lora(sl, j) ? 0 : common_prefix(sl->toks, sl->n_toks, j->prompt, j->n_prompt);
@@ -328,6 +331,7 @@ static int32_t build_batch(srv_server *s) {
         for (int32_t t = 0; t < k; t++) {
             int32_t pos = pick->n_toks + t;
             int8_t lg = j->embed ? embed_wants(s, pos, j->n_prompt) : pos == j->n_prompt - 1;
+            if (j->echo_buf && j->top_logprobs >= 0 && pos + 1 < j->n_echo) lg = 1; /* predicts prompt[pos + 1] */
             batch_add(sc, j->prompt[pos], pick->seq, lg, &n);
         }
     }
@@ -498,6 +502,47 @@ static void finish_text_locked(sched_slot *sl, srv_job *j) {
     }
 }
 
+/* echo with logprobs: this chunk's logits score the prompt's next tokens
+ * (the logits at position i predict token i + 1) */
+static void echo_logprobs(srv_server *s, sched_slot *sl) {
+    srv_job *j = sl->job;
+    for (int32_t t = 0; t < sl->b_n; t++) {
+        int32_t pos = sl->n_toks + t;
+        const float *lg = pos + 1 < j->n_echo ? tl_context_logits(s->ctx, sl->b_first + t) : NULL;
+        if (lg) fill_logprobs(lg, s->info.n_vocab, j->prompt[pos + 1], j->top_logprobs, &j->echo_buf[pos + 1]);
+    }
+}
+
+/* the prompt is in: its pieces (text, and logprobs if asked; the first
+ * token's are null) become the job's first pieces. A detokenizer of its own,
+ * so the completion's text is the same as without echo. */
+static void echo_publish(srv_server *s, srv_job *j) {
+    tl_detok *dt = NULL;
+    bool ok = tl_detok_init(s->model, &dt) == TL_OK;
+    for (int32_t i = 0; i < j->n_echo; i++) {
+        srv_piece *p = &j->echo_buf[i];
+        char buf[256];
+        size_t n = 0;
+        if (!ok || tl_detok_push(dt, j->prompt[i], buf, sizeof buf, &n) != TL_OK) n = 0;
+        if (i == j->n_echo - 1 && ok) { /* bytes of a character the prompt cut short */
+            size_t m = 0;
+            if (tl_detok_flush(dt, buf + n, sizeof buf - n, &m) == TL_OK) n += m;
+        }
+        p->tok = j->prompt[i];
+        p->no_lp = i == 0;
+        if (j->top_logprobs < 0) p->n_top = 0;
+        p->text = malloc(n + 1);
+        if (p->text) memcpy(p->text, buf, n), p->text[n] = 0, p->len = n;
+    }
+    tl_detok_free(dt);
+    pthread_mutex_lock(&s->mu);
+    for (int32_t i = 0; i < j->n_echo; i++)
+        if (!piece_add_locked(j, &j->echo_buf[i])) free(j->echo_buf[i].text);
+    free(j->echo_buf);
+    j->echo_buf = NULL;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void after_decode(srv_server *s) {
     sched *sc = s->sched;
     for (int32_t i = 0; i < sc->n_slots; i++) {
@@ -512,6 +557,7 @@ static void after_decode(srv_server *s) {
                     const float *h = sc->b_lg[sl->b_first + t] ? tl_context_embedding(s->ctx, sl->b_first + t) : NULL;
                     for (int32_t d = 0; h && d < s->info.n_embd; d++) sl->emb[d] += h[d];
                 }
+            if (j->echo_buf && j->top_logprobs >= 0) echo_logprobs(s, sl);
             slot_push(sl, j->prompt + sl->n_toks, sl->b_n);
             pthread_mutex_lock(&s->mu);
             s->st.prompt_evaluated += (uint64_t)sl->b_n;
@@ -521,6 +567,14 @@ static void after_decode(srv_server *s) {
         if (j->embed) {
             pthread_mutex_lock(&s->mu);
             finish_embed_locked(s, sl);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        if (j->echo_buf) echo_publish(s, j);
+        if (j->max_tokens == 0) { /* echo only: the prompt scored, nothing generated */
+            pthread_mutex_lock(&s->mu);
+            j->finish = "length";
+            slot_release_locked(s, sl, true);
             pthread_mutex_unlock(&s->mu);
             continue;
         }

@@ -386,6 +386,12 @@ static void tc_entry(const srv_call *c, srv_buf *out, int32_t k, const char *nam
     sb_puts(out, "}}");
 }
 
+size_t srv_tc_released(const srv_job *j) {
+    const struct srv_tc_stream *t = j->tcs;
+    if (!t) return 0;
+    return t->n_named > 0 ? t->raw.n : t->content_sent;
+}
+
 bool srv_tc_delta(const srv_call *c, srv_job *j, const char *text, size_t len, bool final, srv_buf *out,
                   bool *any_call) {
     *any_call = false;
