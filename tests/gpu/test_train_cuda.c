@@ -427,6 +427,18 @@ static tt_model_config tiny_cfg(void) {
     return k;
 }
 
+/* The largest relative error over the parameter gradients of a device model
+ * against its host twin, and the parameter's name. */
+static double worst_grad(const tt_model *dm, const tt_model *hm, const char **name) {
+    double worst = 0;
+    *name = "";
+    for (int i = 0; i < hm->params.n; i++) {
+        double e = rel_err(dm->params.p[i].t->grad, hm->params.p[i].t->grad);
+        if (e > worst) worst = e, *name = hm->params.p[i].name;
+    }
+    return worst;
+}
+
 /* One step's loss and every parameter gradient, CPU vs CUDA (GPT-2, Llama). */
 static void test_model_grads(tt_arch arch) {
     tt_model_config k = tiny_cfg();
@@ -448,12 +460,8 @@ static void test_model_grads(tt_arch arch) {
     double vh = tt_get(lh, 0), vd = tt_get(ld, 0);
     CHECK(fabs(vh - vd) / vh < 1e-5, "gpt2 loss cpu %.7f cuda %.7f", vh, vd);
     CHECK(tt_backward(c, lh) == TL_OK && tt_backward(c, ld) == TL_OK, "gpt2 backward: %s", tl_last_error());
-    double worst = 0;
-    const char *wn = "";
-    for (int i = 0; i < hm.params.n; i++) {
-        double e = rel_err(dm.params.p[i].t->grad, hm.params.p[i].t->grad);
-        if (e > worst) worst = e, wn = hm.params.p[i].name;
-    }
+    const char *wn;
+    double worst = worst_grad(&dm, &hm, &wn);
     CHECK(worst < 1e-4, "gpt2 worst grad rel err %.3g (%s)", worst, wn);
     printf("%-28s loss %.7f vs %.7f, worst grad %.2e (%s)\n",
            arch == TT_ARCH_GPT2 ? "gpt2 step cpu vs cuda" : "llama step cpu vs cuda", vh, vd, worst, wn);
@@ -485,12 +493,8 @@ static void test_llama_gqa_bf16(void) {
         double vh = tt_get(lh, 0), vd = tt_get(ld, 0);
         CHECK(fabs(vh - vd) / vh < 1e-2, "gqa llama loss cpu %.6f cuda bf16 %.6f", vh, vd);
         CHECK(tt_backward(c, lh) == TL_OK && tt_backward(cd, ld) == TL_OK, "gqa backward: %s", tl_last_error());
-        double worst = 0;
-        const char *wn = "";
-        for (int i = 0; i < hm.params.n; i++) {
-            double e = rel_err(dm.params.p[i].t->grad, hm.params.p[i].t->grad);
-            if (e > worst) worst = e, wn = hm.params.p[i].name;
-        }
+        const char *wn;
+        double worst = worst_grad(&dm, &hm, &wn);
         CHECK(worst < 5e-2, "gqa llama bf16 worst grad rel err %.3g (%s)", worst, wn);
         printf("llama gqa 4/2 bf16 step      loss %.6f vs %.6f, worst grad %.2e (%s)\n", vh, vd, worst, wn);
     }
