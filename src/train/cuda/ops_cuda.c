@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "train/cuda/tcu.h"
 #include "train/tt_internal.h"
@@ -48,6 +49,23 @@ static float *grad_of(tt_tensor *t, bool *add) {
 static float *grad_acc_of(tt_tensor *t) {
     tt_tensor *g = tt__grad_buf(t);
     return g ? F(g) : NULL;
+}
+
+/* Records op's node (when a gradient is wanted) with a copy of the size
+ * bytes at saved as what its backward keeps (freed with the node). */
+static bool record_saved(tt_ctx *c, const char *op, tt_backward_fn fn, tt_tensor *o, tt_tensor **in, int n_in,
+                         const void *saved, size_t size) {
+    if (!tt__needs_grad(c, in, n_in)) return true;
+    tt_node *n = tt__record(c, op, fn, o, in, n_in);
+    void *sv = malloc(size);
+    if (!n || !sv) {
+        free(sv);
+        if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
+        return false;
+    }
+    memcpy(sv, saved, size);
+    n->extra = sv;
+    return true;
 }
 
 /* ---- add: a + b with b's shape a suffix of a's (or the other way) ---- */
@@ -176,18 +194,8 @@ tt_tensor *tt__cu_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, doub
         TL_OK)
         return NULL;
     tt_tensor *rin[3] = {x, w, b};
-    if (tt__needs_grad(c, rin, 3)) {
-        tt_node *n = tt__record(c, op, bw_layernorm, o, rin, 3);
-        ln_saved *sv = malloc(sizeof *sv);
-        if (!n || !sv) {
-            free(sv);
-            if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
-            return NULL;
-        }
-        sv->mean = mean;
-        sv->rstd = rstd;
-        n->extra = sv;
-    }
+    const ln_saved sv = {.mean = mean, .rstd = rstd};
+    if (!record_saved(c, op, bw_layernorm, o, rin, 3, &sv, sizeof sv)) return NULL;
     return o;
 }
 
@@ -503,21 +511,6 @@ static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     return s;
 }
 
-/* Records the attention node (in: its inputs) with what its backward keeps. */
-static bool attn_record(tt_ctx *c, const char *name, tt_backward_fn fn, tt_tensor *o, tt_tensor **in, int n_in,
-                        const attn_saved *from) {
-    if (!tt__needs_grad(c, in, n_in)) return true;
-    tt_node *n = tt__record(c, name, fn, o, in, n_in);
-    attn_saved *sv = malloc(sizeof *sv);
-    if (!n || !sv) {
-        free(sv);
-        if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
-        return false;
-    }
-    *sv = *from;
-    n->extra = sv;
-    return true;
-}
 
 bool tt__cu_attention_qkv_ok(const tt_ctx *c, int64_t D) { return c->mm_prec == TT_MM_BF16 && tcu_flash_ok(D); }
 
@@ -545,7 +538,7 @@ static tt_tensor *attention_flash(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tens
     d->o = st3(o, 0, 1, 2);
     if (tcu_flash_fwd(F(o), F(sv.lse), F(q), F(k), F(v), d, sc, causal) != TL_OK) return NULL;
     tt_tensor *rin[3] = {q, k, v};
-    return attn_record(c, "attention", bw_attention_flash, o, rin, 3, &sv) ? o : NULL;
+    return record_saved(c, "attention", bw_attention_flash, o, rin, 3, &sv, sizeof sv) ? o : NULL;
 }
 
 tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale) {
@@ -583,7 +576,7 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
     if (st != TL_OK) return NULL;
     attn_saved sv = {.p = p, .o = o, .scale = sc, .mode = mode, .causal = causal};
     tt_tensor *rin[3] = {q, k, v};
-    return attn_record(c, "attention", bw_attention, o, rin, 3, &sv) ? o : NULL;
+    return record_saved(c, "attention", bw_attention, o, rin, 3, &sv, sizeof sv) ? o : NULL;
 }
 
 /* ---- attention over a fused qkv [B, T, (H + 2 Hkv) D] -> [B, T, H D] ----
@@ -637,7 +630,7 @@ tt_tensor *tt__cu_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t H, int64_t Hk
     d->o = (tcu_fl_stride){T * H * D, D, H * D};
     const float *x = F(qkv);
     if (tcu_flash_fwd(F(o), F(lse), x, x + H * D, x + (H + Hkv) * D, d, sv.scale, causal) != TL_OK) return NULL;
-    return attn_record(c, "attention_qkv", bw_attention_qkv, o, &qkv, 1, &sv) ? o : NULL;
+    return record_saved(c, "attention_qkv", bw_attention_qkv, o, &qkv, 1, &sv, sizeof sv) ? o : NULL;
 }
 
 /* ---- SiLU, element-wise product (same shapes), RoPE: the Llama ops ---- */
