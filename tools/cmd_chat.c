@@ -349,6 +349,7 @@ int cmd_chat(int argc, char **argv) {
             tl_grammar_reset(ag.grammar);
             tl_sampler_set_grammar(sampler, ag.grammar);
         }
+        tl_sampler_set_budget(sampler, n_predict);
         tl_stop_reset(ag.stop);
         const char *rel;
         size_t n_rel;

@@ -162,6 +162,7 @@ int cmd_run(int argc, char **argv) {
     for (int32_t i = 0; i < n_prompt; i++) tl_sampler_accept(sampler, toks[i]);
     /* after the prompt: the grammar constrains the generated tokens only */
     if (ag.grammar) tl_sampler_set_grammar(sampler, ag.grammar);
+    tl_sampler_set_budget(sampler, n_predict); /* -n: the budget completion pressure closes the output in */
     const float *logits;
     int64_t t1 = tl_time_us();
     if ((st = prefill_eval(s, toks, n_prompt, sp.n_batch, mp.verbose, &logits))) goto fail;
