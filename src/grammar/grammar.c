@@ -42,6 +42,8 @@ struct tl_grammar {
     int32_t n_masks, max_masks;
     uint32_t *scratch; /* a mask not cached (cache of one slot full) */
     uint32_t *within;  /* the mask of tl_grammar_mask_within */
+    int32_t *fhi;      /* by state: the longest distance any allowed token leaves (-1 not known) */
+    int32_t cap_fhi;
     /* lazy activation */
     char **trig;
     size_t *trig_len;
@@ -68,7 +70,7 @@ void tl_grammar_free(tl_grammar *g) {
     gf_free(&g->fr);
     gd_free(&g->dist);
     gbnf_free(g->g);
-    free(g->eog), free(g->stk), free(g->bst), free(g->pmid), free(g->sp), free(g->mslot), free(g->masks), free(g->scratch), free(g->within);
+    free(g->eog), free(g->stk), free(g->bst), free(g->pmid), free(g->sp), free(g->mslot), free(g->masks), free(g->scratch), free(g->within), free(g->fhi);
     for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
     free(g->trig), free(g->trig_len), free(g->win);
     free(g);
@@ -76,6 +78,7 @@ void tl_grammar_free(tl_grammar *g) {
 
 static void gr_cache_clear(tl_grammar *g) {
     for (int32_t i = 0; i < g->cap_mslot; i++) g->mslot[i] = -1;
+    for (int32_t i = 0; i < g->cap_fhi; i++) g->fhi[i] = -1;
     g->n_masks = 0;
     gf_clear(&g->fr);
 }
@@ -541,10 +544,12 @@ tl_status tl_grammar_distance(tl_grammar *g, int32_t *bytes) {
 }
 
 /* Clear from w every text token after which the shortest completion is
- * longer than left bytes; *n_kept: the tokens still set. */
-static tl_status gr_within(tl_grammar *g, int32_t left, uint32_t *w, int32_t *n_kept) {
+ * longer than left bytes; *n_kept: the tokens still set, *hi: the longest
+ * distance any of w's tokens leaves. */
+static tl_status gr_within(tl_grammar *g, int32_t left, uint32_t *w, int32_t *n_kept, int32_t *hi) {
     const tl_grammar_vocab *v = g->v;
     int32_t kept = 0;
+    *hi = 0;
     for (int32_t k = 0; k < g->n_words; k++)
         for (uint32_t bits = w[k]; bits; bits &= bits - 1) {
             int32_t t = k * 32 + __builtin_ctz(bits), st, d = 0;
@@ -553,6 +558,7 @@ static tl_status gr_within(tl_grammar *g, int32_t left, uint32_t *w, int32_t *n_
                 if (!s) s = gd_state(&g->dist, &g->pda, st, &d);
                 if (s) return s;
             }
+            if (d > *hi) *hi = d;
             if (d > left) w[k] &= ~(1u << (t & 31));
             else kept++;
         }
@@ -571,9 +577,21 @@ tl_status tl_grammar_mask_within(tl_grammar *g, int32_t budget, const uint32_t *
      * token, always qualifies when the vocabulary has it). Past that, only
      * tokens that bring the end closer: tokens of several bytes may still
      * close it in time. */
+    int32_t left = d > budget ? d - 1 : budget - 1, cur = g->cur, kept, hi;
+    /* a state's tokens are fixed, so is the most any of them leaves to go:
+     * a budget above it removes nothing (most steps of a long string) */
+    if (cur < g->cap_fhi && g->fhi[cur] >= 0 && g->fhi[cur] <= left) return TL_OK;
     memcpy(g->within, *words, (size_t)g->n_words * 4);
-    int32_t kept;
-    if ((s = gr_within(g, d > budget ? d - 1 : budget - 1, g->within, &kept))) return s;
+    if ((s = gr_within(g, left, g->within, &kept, &hi))) return s;
+    if (cur >= g->cap_fhi) {
+        int32_t cap = g->pda.cap_states > cur ? g->pda.cap_states : cur + 1;
+        int32_t *a = realloc(g->fhi, (size_t)cap * sizeof *a);
+        if (!a) return gr_nomem();
+        for (int32_t i = g->cap_fhi; i < cap; i++) a[i] = -1;
+        g->fhi = a;
+        g->cap_fhi = cap;
+    }
+    g->fhi[cur] = hi;
     if (kept) *words = g->within;
     return TL_OK;
 }
