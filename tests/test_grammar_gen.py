@@ -8,7 +8,7 @@ completion pressure (--grammar-finish, on by default) a schema's output under
 a small -n must still end complete and valid.
 
 By default a few schemas of tests/fixtures/json_schemas run (CI budget);
-`--all [-j N] [--every K]` runs the whole corpus (every K-th schema), the
+`--all [-j N] [--every K] [--start I]` runs the whole corpus (every K-th schema from the I-th), the
 issue's oracle."""
 import concurrent.futures
 import glob
@@ -97,7 +97,8 @@ corpus = sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "json_schemas"
 if "--all" in sys.argv:
     jobs = int(sys.argv[sys.argv.index("-j") + 1]) if "-j" in sys.argv else 2
     every = int(sys.argv[sys.argv.index("--every") + 1]) if "--every" in sys.argv else 1
-    run_corpus(corpus[::every], jobs)
+    start = int(sys.argv[sys.argv.index("--start") + 1]) if "--start" in sys.argv else 0
+    run_corpus(corpus[start::every], jobs)
 else:
     small = [f for f in corpus if "Glaiveai2K" in f][:3]
     run_corpus(small, 2)
