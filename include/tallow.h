@@ -439,9 +439,10 @@ bool tl_grammar_ended(const tl_grammar *g);
  * minItems and required members count. */
 tl_status tl_grammar_distance(tl_grammar *g, int32_t *bytes);
 /* The mask of tl_grammar_mask less the tokens after which the output could
- * no longer be completed within budget tokens in all (this one included),
- * counting every later token as one byte. When the distance already
- * exceeds budget: less the tokens that do not shorten it. Where no token
+ * no longer be completed, and an end-of-generation token drawn, within
+ * budget tokens in all (this one included), counting every later token as
+ * one byte. When the distance is already budget or more: less the tokens
+ * that do not shorten it. Where no token
  * would qualify, the plain mask (never a dead end it did not have). */
 tl_status tl_grammar_mask_within(tl_grammar *g, int32_t budget, const uint32_t **words);
 /* GBNF text of any JSON object (--json, response_format json_object). */

@@ -125,7 +125,7 @@ static void check_within(tl_grammar_vocab *v, const char *gbnf, const char *pref
     tl_grammar *g = mk(v, gbnf);
     if (!g) return;
     int32_t d0 = dist_after(g, prefix);
-    int32_t limit = d0 > budget ? d0 - 1 : budget - 1;
+    int32_t limit = d0 > budget - 1 ? d0 - 1 : budget - 2;
     uint32_t plain[(NV + 31) / 32], within[(NV + 31) / 32];
     const uint32_t *w;
     CHECK(tl_grammar_mask(g, &w) == TL_OK, "mask");
@@ -146,6 +146,9 @@ static void check_within(tl_grammar_vocab *v, const char *gbnf, const char *pref
         n_want += want;
         bad += want != (bool)(within[t >> 5] >> (t & 31) & 1);
     }
+    bool eog = plain[EOG >> 5] >> (EOG & 31) & 1; /* where the grammar may end, the end token stays */
+    n_want += eog;
+    bad += eog != (bool)(within[EOG >> 5] >> (EOG & 31) & 1);
     if (!n_want) /* nothing qualifies: the plain mask comes back */
         bad = memcmp(plain, within, sizeof plain) != 0;
     CHECK(!bad, "%s after '%s', budget %d: %d tokens differ", gbnf, prefix, budget, bad);
@@ -161,6 +164,8 @@ static void test_within(tl_grammar_vocab *v) {
     check_within(v, list, "[\"a", 3);
     check_within(v, list, "[\"abc\",", 6);
     check_within(v, "root ::= \"abcdef\"", "", 2); /* past the budget: tokens that get closer */
+    check_within(v, "root ::= \"ab\" \" \"*", "ab", 1); /* complete: the end token only */
+    check_within(v, "root ::= \"ab\" \" \"*", "ab", 2);
     /* the cases above, checked by hand for one token */
     tl_grammar *g = mk(v, str);
     if (!g) return;

@@ -552,12 +552,14 @@ static tl_status gr_within(tl_grammar *g, int32_t left, uint32_t *w, int32_t *n_
     *hi = 0;
     for (int32_t k = 0; k < g->n_words; k++)
         for (uint32_t bits = w[k]; bits; bits &= bits - 1) {
-            int32_t t = k * 32 + __builtin_ctz(bits), st, d = 0;
-            if (v->kind[t] == GV_TEXT) {
-                tl_status s = gr_run(g, g->cur, v->blob + v->off[t], v->off[t + 1] - v->off[t], &st);
-                if (!s) s = gd_state(&g->dist, &g->pda, st, &d);
-                if (s) return s;
+            int32_t t = k * 32 + __builtin_ctz(bits), st, d;
+            if (v->kind[t] != GV_TEXT) { /* an end token, in the mask only where the grammar may end */
+                kept++;
+                continue;
             }
+            tl_status s = gr_run(g, g->cur, v->blob + v->off[t], v->off[t + 1] - v->off[t], &st);
+            if (!s) s = gd_state(&g->dist, &g->pda, st, &d);
+            if (s) return s;
             if (d > *hi) *hi = d;
             if (d > left) w[k] &= ~(1u << (t & 31));
             else kept++;
@@ -571,13 +573,14 @@ tl_status tl_grammar_mask_within(tl_grammar *g, int32_t budget, const uint32_t *
     if (s || !g->active || g->ended || g->cur == GM_DEAD || budget < 1) return s;
     int32_t d;
     if ((s = gd_state(&g->dist, &g->pda, g->cur, &d)) || d >= GD_INF) return s;
-    /* Every token is at least one byte, so a state d <= budget bytes from
-     * the end can be closed in time: keep the tokens that leave at most
-     * budget - 1 bytes to go (the first byte of a shortest completion, as a
-     * token, always qualifies when the vocabulary has it). Past that, only
-     * tokens that bring the end closer: tokens of several bytes may still
-     * close it in time. */
-    int32_t left = d > budget ? d - 1 : budget - 1, cur = g->cur, kept, hi;
+    /* Every token is at least one byte, so a state d < budget bytes from
+     * the end can be closed in time with a token to spare for the end of
+     * generation: keep the tokens that leave at most budget - 2 bytes to go
+     * (the first byte of a shortest completion, as a token, always
+     * qualifies when the vocabulary has it; where the grammar may end, its
+     * end tokens stay). Past that, only tokens that bring the end closer:
+     * tokens of several bytes may still close it in time. */
+    int32_t left = d > budget - 1 ? d - 1 : budget - 2, cur = g->cur, kept, hi;
     /* a state's tokens are fixed, so is the most any of them leaves to go:
      * a budget above it removes nothing (most steps of a long string) */
     if (cur < g->cap_fhi && g->fhi[cur] >= 0 && g->fhi[cur] <= left) return TL_OK;
