@@ -432,6 +432,19 @@ tl_status tl_grammar_accept_bytes(tl_grammar *g, const char *s, size_t n);
  * an end-of-generation token was accepted. */
 bool tl_grammar_can_end(const tl_grammar *g);
 bool tl_grammar_ended(const tl_grammar *g);
+/* Completion pressure. *bytes: the length of the shortest text that makes
+ * the output so far a complete sentence (0 where it may end, and while
+ * lazy and inactive or ended; INT32_MAX at a dead end). Every rule's
+ * shortest expansion is found once at compile time, so minLength,
+ * minItems and required members count. */
+tl_status tl_grammar_distance(tl_grammar *g, int32_t *bytes);
+/* The mask of tl_grammar_mask less the tokens after which the output could
+ * no longer be completed, and an end-of-generation token drawn, within
+ * budget tokens in all (this one included), counting every later token as
+ * one byte. When the distance is already budget or more: less the tokens
+ * that do not shorten it. Where no token
+ * would qualify, the plain mask (never a dead end it did not have). */
+tl_status tl_grammar_mask_within(tl_grammar *g, int32_t budget, const uint32_t **words);
 /* GBNF text of any JSON object (--json, response_format json_object). */
 const char *tl_grammar_json_gbnf(void);
 /* JSON Schema (len bytes of JSON) -> GBNF with start rule "root"; *out is
@@ -533,6 +546,12 @@ typedef struct tl_sampler_params {
      * top_k, typ_p, top_p, min_p, xtc, temperature (penalties first if at
      * all). NULL: that order. Copied by tl_sampler_init. */
     const char *samplers;
+    /* Completion pressure: once the tokens left (tl_sampler_set_budget) are
+     * at most the grammar's shortest completion in bytes plus this margin,
+     * only tokens that keep the output closable within the budget are
+     * candidates, so a grammar's output ends complete (strings, arrays and
+     * objects closed) instead of being cut. < 0: off. Default 64. */
+    int32_t grammar_finish;
 } tl_sampler_params;
 
 tl_sampler_params tl_sampler_default_params(void);
@@ -551,6 +570,11 @@ void tl_sampler_reset(tl_sampler *s);
  * the attachment. Attach after accepting the prompt: every token accepted
  * from then on advances the grammar. */
 tl_status tl_sampler_set_grammar(tl_sampler *s, tl_grammar *g);
+/* Tokens that may still be generated, the next one included (-n, or
+ * max_tokens); every tl_sampler_accept from then on counts one down. n < 0
+ * (the default): no budget, no completion pressure. tl_sampler_reset keeps
+ * it. */
+void tl_sampler_set_budget(tl_sampler *s, int32_t n);
 
 #ifdef __cplusplus
 }

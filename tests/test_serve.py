@@ -689,6 +689,22 @@ def structured(s):
     check(st == 200 and ok and js["choices"][0]["finish_reason"] == "stop",
           "response_format json_schema: the reply is that JSON (%s)" % (js["choices"][0]["message"]["content"]
                                                                        if st == 200 else js))
+    # completion pressure: max_tokens is the budget; a long free string still closes, valid, with "stop"
+    story = {"type": "object", "required": ["story", "tags"],
+             "properties": {"story": {"type": "string", "minLength": 20},
+                            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2}}}
+    for finish, want in ((64, "stop"), (-1, "length")):
+        st, js, _ = s.post("/v1/completions", {
+            "prompt": "Write a long story as JSON:", "max_tokens": 48, "temperature": 1, "seed": 1,
+            "grammar_finish": finish, "response_format": {"type": "json_schema", "json_schema": {"schema": story}}})
+        text = js["choices"][0]["text"] if st == 200 else ""
+        try:
+            v = json.loads(text)
+            ok = len(v["story"]) >= 20 and len(v["tags"]) >= 2
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        check(st == 200 and js["choices"][0]["finish_reason"] == want and ok == (finish >= 0),
+              "grammar_finish %d, max_tokens 48: %s, %r" % (finish, want, text[-100:] if st == 200 else js))
     st, js, _ = s.post("/v1/completions", {"prompt": "Answer yes or no: is the sky green?", "temperature": 0.8,
                                            "seed": 3, "grammar": 'root ::= "yes" | "no"'})
     check(st == 200 and js["choices"][0]["text"] in ("yes", "no"), "grammar (GBNF) limits the text: %r" %

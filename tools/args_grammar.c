@@ -11,6 +11,7 @@ bool args_grammar_flag(int argc, char **argv, int *i, args_grammar *ag, bool *ok
     if (!strcmp(a, "--grammar")) *ok = args_str(argc, argv, i, &ag->grammar_file);
     else if (!strcmp(a, "--json-schema")) *ok = args_str(argc, argv, i, &ag->schema_file);
     else if (!strcmp(a, "--json")) ag->json = true, *ok = true;
+    else if (!strcmp(a, "--grammar-finish")) *ok = args_int(argc, argv, i, -1, 1 << 24, &ag->finish), ag->finish_given = true;
     else if (!strcmp(a, "--stop")) {
         const char *s;
         *ok = args_str(argc, argv, i, &s);
@@ -63,6 +64,7 @@ static bool args_breakers(args_grammar *ag, const tl_model *m, tl_sampler_params
 }
 
 bool args_grammar_load(args_grammar *ag, const tl_model *m, tl_sampler_params *sp, const char *cmd) {
+    if (ag->finish_given) sp->grammar_finish = ag->finish;
     if (sp->dry_multiplier > 0 && !args_breakers(ag, m, sp)) {
         fprintf(stderr, "tallow %s: out of memory\n", cmd);
         return false;

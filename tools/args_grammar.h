@@ -22,13 +22,17 @@ typedef struct args_grammar {
     const char *breakers[ARGS_MAX_STOPS];
     int n_breakers;
     int32_t *breaker_ids;
+    bool finish_given;     /* --grammar-finish N given (else the sampler's default) */
+    int32_t finish;
 } args_grammar;
 
 #define ARGS_GRAMMAR_USAGE                                                                    \
     "  --grammar FILE      constrain output to a GBNF grammar\n"                              \
     "  --json-schema FILE  constrain output to a JSON Schema\n"                               \
     "  --json              constrain output to a JSON object\n"                               \
-    "  --stop STR          stop at STR (not printed; repeatable, up to 64)\n"
+    "  --stop STR          stop at STR (not printed; repeatable, up to 64)\n"                \
+    "  --grammar-finish N  close the grammar's output within -n once fewer than its shortest\n" \
+    "                      completion + N tokens are left (default 64; -1: off)\n"
 
 /* True if argv[*i] is one of the flags (*ok: its value was good). */
 bool args_grammar_flag(int argc, char **argv, int *i, args_grammar *ag, bool *ok);

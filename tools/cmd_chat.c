@@ -349,6 +349,8 @@ int cmd_chat(int argc, char **argv) {
             tl_grammar_reset(ag.grammar);
             tl_sampler_set_grammar(sampler, ag.grammar);
         }
+        /* completion pressure's budget: -n, or what the context still holds */
+        tl_sampler_set_budget(sampler, n_predict >= 0 && n_predict < n_ctx - n_new ? n_predict : n_ctx - n_new);
         tl_stop_reset(ag.stop);
         const char *rel;
         size_t n_rel;

@@ -162,6 +162,10 @@ int cmd_run(int argc, char **argv) {
     for (int32_t i = 0; i < n_prompt; i++) tl_sampler_accept(sampler, toks[i]);
     /* after the prompt: the grammar constrains the generated tokens only */
     if (ag.grammar) tl_sampler_set_grammar(sampler, ag.grammar);
+    /* the budget completion pressure closes the output in: -n, or what the
+     * context holds when it will not shift */
+    int32_t room = n_ctx - n_prompt;
+    tl_sampler_set_budget(sampler, n_predict >= 0 && (ctx_shift || n_predict < room) ? n_predict : ctx_shift ? -1 : room);
     const float *logits;
     int64_t t1 = tl_time_us();
     if ((st = prefill_eval(s, toks, n_prompt, sp.n_batch, mp.verbose, &logits))) goto fail;

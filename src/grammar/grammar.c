@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "grammar/gbnf.h"
+#include "grammar/gram_dist.h"
 #include "grammar/gram_frame.h"
 #include "grammar/gram_inside.h"
 #include "grammar/gram_pda.h"
@@ -23,6 +24,7 @@ struct tl_grammar {
     gm_pda pda;
     gi_cache inside; /* inside sets of the runs of string bodies */
     gf_frames fr;    /* lexical rules and frame entries */
+    gd_dist dist;    /* shortest completions (completion pressure) */
     tl_grammar_params p;
     int32_t cur;   /* automaton state; GM_DEAD after a forced wrong token */
     bool ended;    /* an end-of-generation token was accepted */
@@ -39,6 +41,9 @@ struct tl_grammar {
     uint32_t *masks;
     int32_t n_masks, max_masks;
     uint32_t *scratch; /* a mask not cached (cache of one slot full) */
+    uint32_t *within;  /* the mask of tl_grammar_mask_within */
+    int32_t *fhi;      /* by state: the longest distance any allowed token leaves (-1 not known) */
+    int32_t cap_fhi;
     /* lazy activation */
     char **trig;
     size_t *trig_len;
@@ -63,8 +68,9 @@ void tl_grammar_free(tl_grammar *g) {
     gm_pda_free(&g->pda);
     gi_free(&g->inside);
     gf_free(&g->fr);
+    gd_free(&g->dist);
     gbnf_free(g->g);
-    free(g->eog), free(g->stk), free(g->bst), free(g->pmid), free(g->sp), free(g->mslot), free(g->masks), free(g->scratch);
+    free(g->eog), free(g->stk), free(g->bst), free(g->pmid), free(g->sp), free(g->mslot), free(g->masks), free(g->scratch), free(g->within), free(g->fhi);
     for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
     free(g->trig), free(g->trig_len), free(g->win);
     free(g);
@@ -72,6 +78,7 @@ void tl_grammar_free(tl_grammar *g) {
 
 static void gr_cache_clear(tl_grammar *g) {
     for (int32_t i = 0; i < g->cap_mslot; i++) g->mslot[i] = -1;
+    for (int32_t i = 0; i < g->cap_fhi; i++) g->fhi[i] = -1;
     g->n_masks = 0;
     gf_clear(&g->fr);
 }
@@ -92,6 +99,7 @@ tl_status tl_grammar_init(const tl_grammar_vocab *v, const char *text, size_t le
     tl_status s = gbnf_parse(text, len, root, &g->g);
     if (!s) s = gm_pda_init(&g->pda, g->g);
     if (!s) s = gf_init(&g->fr, g->g, p.mask_cache_bytes);
+    if (!s) s = gd_init(&g->dist, g->g);
     if (s) {
         tl_grammar_free(g);
         return s;
@@ -104,7 +112,8 @@ tl_status tl_grammar_init(const tl_grammar_vocab *v, const char *text, size_t le
     g->bst = malloc((v->max_len + 2) * sizeof *g->bst);
     g->pmid = calloc(v->max_len + 2, 1);
     g->scratch = malloc(mask_bytes);
-    if (!g->eog || !g->stk || !g->bst || !g->pmid || !g->scratch) {
+    g->within = malloc(mask_bytes);
+    if (!g->eog || !g->stk || !g->bst || !g->pmid || !g->scratch || !g->within) {
         tl_grammar_free(g);
         return gr_nomem();
     }
@@ -523,4 +532,69 @@ tl_status tl_grammar_accept(tl_grammar *g, int32_t tok) {
     }
     if (v->kind[tok] != GV_TEXT) return tl_err(TL_ERR_INVALID, "grammar: token %d is never allowed", tok);
     return tl_grammar_accept_bytes(g, t, n);
+}
+
+tl_status tl_grammar_distance(tl_grammar *g, int32_t *bytes) {
+    *bytes = 0;
+    if (!g->active || g->ended) return TL_OK;
+    int32_t d;
+    tl_status s = gd_state(&g->dist, &g->pda, g->cur, &d);
+    if (!s) *bytes = d >= GD_INF ? INT32_MAX : d;
+    return s;
+}
+
+/* Clear from w every text token after which the shortest completion is
+ * longer than left bytes; *n_kept: the tokens still set, *hi: the longest
+ * distance any of w's tokens leaves. */
+static tl_status gr_within(tl_grammar *g, int32_t left, uint32_t *w, int32_t *n_kept, int32_t *hi) {
+    const tl_grammar_vocab *v = g->v;
+    int32_t kept = 0;
+    *hi = 0;
+    for (int32_t k = 0; k < g->n_words; k++)
+        for (uint32_t bits = w[k]; bits; bits &= bits - 1) {
+            int32_t t = k * 32 + __builtin_ctz(bits), st, d;
+            if (v->kind[t] != GV_TEXT) { /* an end token, in the mask only where the grammar may end */
+                kept++;
+                continue;
+            }
+            tl_status s = gr_run(g, g->cur, v->blob + v->off[t], v->off[t + 1] - v->off[t], &st);
+            if (!s) s = gd_state(&g->dist, &g->pda, st, &d);
+            if (s) return s;
+            if (d > *hi) *hi = d;
+            if (d > left) w[k] &= ~(1u << (t & 31));
+            else kept++;
+        }
+    *n_kept = kept;
+    return TL_OK;
+}
+
+tl_status tl_grammar_mask_within(tl_grammar *g, int32_t budget, const uint32_t **words) {
+    tl_status s = tl_grammar_mask(g, words);
+    if (s || !g->active || g->ended || g->cur == GM_DEAD || budget < 1) return s;
+    int32_t d;
+    if ((s = gd_state(&g->dist, &g->pda, g->cur, &d)) || d >= GD_INF) return s;
+    /* Every token is at least one byte, so a state d < budget bytes from
+     * the end can be closed in time with a token to spare for the end of
+     * generation: keep the tokens that leave at most budget - 2 bytes to go
+     * (the first byte of a shortest completion, as a token, always
+     * qualifies when the vocabulary has it; where the grammar may end, its
+     * end tokens stay). Past that, only tokens that bring the end closer:
+     * tokens of several bytes may still close it in time. */
+    int32_t left = d > budget - 1 ? d - 1 : budget - 2, cur = g->cur, kept, hi;
+    /* a state's tokens are fixed, so is the most any of them leaves to go:
+     * a budget above it removes nothing (most steps of a long string) */
+    if (cur < g->cap_fhi && g->fhi[cur] >= 0 && g->fhi[cur] <= left) return TL_OK;
+    memcpy(g->within, *words, (size_t)g->n_words * 4);
+    if ((s = gr_within(g, left, g->within, &kept, &hi))) return s;
+    if (cur >= g->cap_fhi) {
+        int32_t cap = g->pda.cap_states > cur ? g->pda.cap_states : cur + 1;
+        int32_t *a = realloc(g->fhi, (size_t)cap * sizeof *a);
+        if (!a) return gr_nomem();
+        for (int32_t i = g->cap_fhi; i < cap; i++) a[i] = -1;
+        g->fhi = a;
+        g->cap_fhi = cap;
+    }
+    g->fhi[cur] = hi;
+    if (kept) *words = g->within;
+    return TL_OK;
 }

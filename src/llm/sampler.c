@@ -44,6 +44,7 @@ tl_sampler_params tl_sampler_default_params(void) {
     p.mirostat_tau = 5.0f;
     p.mirostat_eta = 0.1f;
     p.samplers = NULL;
+    p.grammar_finish = 64;
     return p;
 }
 
@@ -86,6 +87,7 @@ tl_status tl_sampler_init(const tl_sampler_params *p, int32_t n_vocab, tl_sample
         tl_sampler_free(s);
         return cs;
     }
+    s->budget = -1;
     tl_sampler_reset(s);
     *out = s;
     return TL_OK;
@@ -119,7 +121,10 @@ tl_status tl_sampler_set_grammar(tl_sampler *s, tl_grammar *g) {
     return TL_OK;
 }
 
+void tl_sampler_set_budget(tl_sampler *s, int32_t n) { s->budget = n < 0 ? -1 : n; }
+
 void tl_sampler_accept(tl_sampler *s, int32_t tok) {
+    if (s->budget > 0) s->budget--;
     /* a token the grammar refuses leaves it as it was; the next sample then
      * sees the same mask */
     if (s->grammar) (void)tl_grammar_accept(s->grammar, tok);
@@ -219,6 +224,17 @@ static bool smp_cuts(const tl_sampler *s, int32_t n_sorted, int32_t n, double su
     return known;
 }
 
+/* The grammar's mask, under completion pressure when the budget is within
+ * grammar_finish tokens of the shortest completion. */
+static tl_status smp_grammar_mask(tl_sampler *s, const uint32_t **w) {
+    int32_t d = 0;
+    tl_status st = TL_OK;
+    if (s->budget >= 0 && s->p.grammar_finish >= 0 && (st = tl_grammar_distance(s->grammar, &d))) return st;
+    if (s->budget >= 0 && s->p.grammar_finish >= 0 && (int64_t)s->budget <= (int64_t)d + s->p.grammar_finish)
+        return tl_grammar_mask_within(s->grammar, s->budget, w);
+    return tl_grammar_mask(s->grammar, w);
+}
+
 int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
     const tl_sampler_params *p = &s->p;
     int32_t n = s->n_vocab;
@@ -231,7 +247,7 @@ int32_t tl_sampler_sample(tl_sampler *s, const float *logits) {
     if (s->grammar) {
         /* keep only the tokens the grammar allows, in id order */
         const uint32_t *w;
-        if (tl_grammar_mask(s->grammar, &w)) return -1;
+        if (smp_grammar_mask(s, &w)) return -1;
         int32_t m = 0;
         for (int32_t i = 0; i < n; i++)
             if (w[i >> 5] >> (i & 31) & 1) s->cand[m++] = s->cand[i];

@@ -33,6 +33,7 @@ struct tl_sampler {
     tl_logit_bias *bias; /* [p.n_logit_bias] */
     uint64_t rng;
     tl_grammar *grammar; /* borrowed; NULL: none */
+    int32_t budget;      /* tokens left to generate; -1: no budget */
     /* the configurable chain (used when a stage of it is on or the order
      * is not the default) */
     bool chain;

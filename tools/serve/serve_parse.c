@@ -255,6 +255,8 @@ static bool parse_generation(const cJSON *root, srv_req *r, int32_t n_vocab, int
     if (!get_int(root, "n", 1, SRV_MAX_N, &r->n, NULL, e)) return false;
     if (!get_bool(root, "stream", &r->stream, e)) return false;
     if (!get_bool(root, "ignore_eos", &r->ignore_eos, e)) return false;
+    /* extension: completion pressure's margin (tl_sampler_params.grammar_finish; -1 off) */
+    if (!get_int(root, "grammar_finish", -1, 1 << 24, &r->sp.grammar_finish, NULL, e)) return false;
     const cJSON *so = field(root, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so)) return BAD(e, "stream_options", "'stream_options' must be an object");

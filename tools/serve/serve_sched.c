@@ -213,8 +213,9 @@ static bool slot_setup(srv_server *s, sched_slot *sl, srv_job *j) {
         j->smp = NULL, j->dt = NULL;
         return true;
     }
-    return tl_sampler_init(&j->sp, s->info.n_vocab, &sl->smp) == TL_OK &&
-           tl_sampler_set_grammar(sl->smp, j->grammar) == TL_OK && tl_detok_init(s->model, &sl->dt) == TL_OK;
+    if (tl_sampler_init(&j->sp, s->info.n_vocab, &sl->smp) != TL_OK) return false;
+    tl_sampler_set_budget(sl->smp, j->max_tokens); /* completion pressure closes the output within max_tokens */
+    return tl_sampler_set_grammar(sl->smp, j->grammar) == TL_OK && tl_detok_init(s->model, &sl->dt) == TL_OK;
 }
 
 /* Place job j (popped from the queue) into an idle slot, reusing the longest

@@ -1,0 +1,238 @@
+/* Completion pressure: the shortest completion (tl_grammar_distance) of
+ * grammars whose shortest sentences are known by hand, along prefixes, with
+ * JSON Schema's minLength / minItems / required members; the mask under a
+ * budget (tl_grammar_mask_within) against feeding each token; and the
+ * sampler with uniform logits and a small budget: every output complete
+ * with pressure, most cut without it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tallow.h"
+#include "test_util.h"
+
+/* The 256 single bytes, a few multi-byte tokens, an end token. */
+#define NB 256
+static const char *multi[] = {"ab", "a\"", "\"]", "xyz", "  ", "[\"", "\",\""};
+#define NM ((int)(sizeof multi / sizeof *multi))
+#define NV (NB + NM + 1)
+#define EOG (NV - 1)
+static char bytes[NB];
+static const char *tok_text[NV];
+static size_t tok_len[NV];
+
+static tl_grammar_vocab *mk_vocab(void) {
+    uint8_t k[NV];
+    for (int i = 0; i < NB; i++) bytes[i] = (char)i, tok_text[i] = &bytes[i], tok_len[i] = 1, k[i] = 0;
+    for (int i = 0; i < NM; i++) tok_text[NB + i] = multi[i], tok_len[NB + i] = strlen(multi[i]), k[NB + i] = 0;
+    tok_text[EOG] = "</s>", tok_len[EOG] = 4, k[EOG] = 1;
+    tl_grammar_vocab *v = NULL;
+    CHECK(tl_grammar_vocab_init_pieces(NV, tok_text, tok_len, k, &v) == TL_OK, "vocab: %s", tl_last_error());
+    return v;
+}
+
+static tl_grammar *mk(tl_grammar_vocab *v, const char *gbnf) {
+    tl_grammar *g = NULL;
+    CHECK(tl_grammar_init(v, gbnf, strlen(gbnf), NULL, NULL, &g) == TL_OK, "%s: %s", gbnf, tl_last_error());
+    return g;
+}
+
+static tl_grammar *mk_schema(tl_grammar_vocab *v, const char *schema) {
+    char *gbnf = NULL;
+    CHECK(tl_json_schema_to_gbnf(schema, strlen(schema), NULL, &gbnf) == TL_OK, "%s: %s", schema, tl_last_error());
+    tl_grammar *g = gbnf ? mk(v, gbnf) : NULL;
+    free(gbnf);
+    return g;
+}
+
+/* distance after feeding prefix (-1: the prefix was refused) */
+static int32_t dist_after(tl_grammar *g, const char *prefix) {
+    tl_grammar_reset(g);
+    if (tl_grammar_accept_bytes(g, prefix, strlen(prefix))) return -1;
+    int32_t d = -2;
+    CHECK(tl_grammar_distance(g, &d) == TL_OK, "distance: %s", tl_last_error());
+    return d;
+}
+
+typedef struct dist_case {
+    const char *gbnf, *prefix;
+    int32_t want;
+} dist_case;
+
+/* Shortest completions worked out by hand. */
+static const dist_case gcases[] = {
+    {"root ::= \"abc\"", "", 3},
+    {"root ::= \"abc\"", "ab", 1},
+    {"root ::= \"abc\"", "abc", 0},
+    {"root ::= \"abcdef\" | \"xy\" \"z\"", "", 3},
+    {"root ::= \"abcdef\" | \"xy\" \"z\"", "a", 5},
+    {"root ::= \"[\" (\"x\" (\",\" \"x\")*)? \"]\"", "", 2},
+    {"root ::= \"[\" (\"x\" (\",\" \"x\")*)? \"]\"", "[x,", 2},
+    {"root ::= \"a\"{3,5}", "", 3},
+    {"root ::= \"a\"{3,5}", "aaaa", 0},
+    {"root ::= item item item\nitem ::= [a-z]+ \";\"", "", 6},
+    {"root ::= item item item\nitem ::= [a-z]+ \";\"", "abc", 5},
+    /* recursion: the shortest way out of a nested list */
+    {"root ::= list\nlist ::= \"(\" (list | \"x\")* \")\"", "(((", 3},
+    {"root ::= list\nlist ::= \"(\" (list | \"x\")* \")\"", "((x(x", 3},
+    {"root ::= [^\"]* \"\\\"\"", "\xc3", 2}, /* the rest of a character, then the quote */
+};
+
+/* JSON Schemas: the grammar's whitespace is optional, so the shortest
+ * instance is written without any. */
+static const dist_case scases[] = {
+    {"{\"type\": \"string\", \"minLength\": 5}", "", 7},                 /* "xxxxx" */
+    {"{\"type\": \"string\", \"minLength\": 5}", "\"ab", 4},             /* xxx" */
+    {"{\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"minItems\": 3}", "", 7}, /* [0,0,0] */
+    {"{\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"minItems\": 3}", "[12,", 4},
+    {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"bb\": {\"type\": \"string\"}},"
+     " \"required\": [\"a\", \"bb\"]}", "", 15},                          /* {"a":0,"bb":""} */
+    {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"bb\": {\"type\": \"string\"}},"
+     " \"required\": [\"a\"]}", "", 7},                                   /* {"a":0} */
+    {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"bb\": {\"type\": \"string\"}},"
+     " \"required\": [\"a\", \"bb\"]}", "{\"a\":12,\"bb\":\"xyz", 2},      /* "} */
+    {"{\"enum\": [\"long value\", \"ab\"]}", "", 4},
+};
+
+static void test_distance(tl_grammar_vocab *v) {
+    for (size_t i = 0; i < sizeof gcases / sizeof *gcases; i++) {
+        tl_grammar *g = mk(v, gcases[i].gbnf);
+        if (!g) continue;
+        int32_t d = dist_after(g, gcases[i].prefix);
+        CHECK(d == gcases[i].want, "%s after '%s': %d, want %d", gcases[i].gbnf, gcases[i].prefix, d, gcases[i].want);
+        tl_grammar_free(g);
+    }
+    for (size_t i = 0; i < sizeof scases / sizeof *scases; i++) {
+        tl_grammar *g = mk_schema(v, scases[i].gbnf);
+        if (!g) continue;
+        int32_t d = dist_after(g, scases[i].prefix);
+        CHECK(d == scases[i].want, "%s after '%s': %d, want %d", scases[i].gbnf, scases[i].prefix, d, scases[i].want);
+        tl_grammar_free(g);
+    }
+    tl_grammar *g = mk(v, "root ::= \"ab\"");
+    if (g) {
+        int32_t d = 0;
+        CHECK(tl_grammar_accept(g, (unsigned char)'a') == TL_OK && tl_grammar_accept(g, (unsigned char)'b') == TL_OK &&
+                  tl_grammar_accept(g, EOG) == TL_OK && tl_grammar_distance(g, &d) == TL_OK && d == 0,
+              "ended: distance %d", d);
+        tl_grammar_free(g);
+    }
+}
+
+/* Every bit of the budgeted mask against the definition: a token stays iff
+ * the plain mask has it and, fed, it leaves a distance within the limit. */
+static void check_within(tl_grammar_vocab *v, const char *gbnf, const char *prefix, int32_t budget) {
+    tl_grammar *g = mk(v, gbnf);
+    if (!g) return;
+    int32_t d0 = dist_after(g, prefix);
+    int32_t limit = d0 > budget - 1 ? d0 - 1 : budget - 2;
+    uint32_t plain[(NV + 31) / 32], within[(NV + 31) / 32];
+    const uint32_t *w;
+    CHECK(tl_grammar_mask(g, &w) == TL_OK, "mask");
+    memcpy(plain, w, sizeof plain);
+    CHECK(tl_grammar_mask_within(g, budget, &w) == TL_OK, "mask_within: %s", tl_last_error());
+    memcpy(within, w, sizeof within);
+    int32_t n_want = 0, bad = 0;
+    for (int32_t t = 0; t < EOG; t++) {
+        bool in_plain = plain[t >> 5] >> (t & 31) & 1, want = false;
+        if (in_plain) {
+            int32_t d = dist_after(g, prefix);
+            (void)d;
+            if (tl_grammar_accept_bytes(g, tok_text[t], tok_len[t]) == TL_OK) {
+                CHECK(tl_grammar_distance(g, &d) == TL_OK, "distance");
+                want = d <= limit;
+            }
+        }
+        n_want += want;
+        bad += want != (bool)(within[t >> 5] >> (t & 31) & 1);
+    }
+    bool eog = plain[EOG >> 5] >> (EOG & 31) & 1; /* where the grammar may end, the end token stays */
+    n_want += eog;
+    bad += eog != (bool)(within[EOG >> 5] >> (EOG & 31) & 1);
+    if (!n_want) /* nothing qualifies: the plain mask comes back */
+        bad = memcmp(plain, within, sizeof plain) != 0;
+    CHECK(!bad, "%s after '%s', budget %d: %d tokens differ", gbnf, prefix, budget, bad);
+    tl_grammar_free(g);
+}
+
+static void test_within(tl_grammar_vocab *v) {
+    const char *str = "root ::= \"\\\"\" [a-z]* \"\\\"\"";
+    check_within(v, str, "\"", 1);  /* only tokens ending at the close: " and a" */
+    check_within(v, str, "\"", 2);  /* one more letter may come */
+    check_within(v, str, "\"ab", 50);
+    const char *list = "root ::= \"[\" (str (\",\" str)*)? \"]\"\nstr ::= \"\\\"\" [a-z]{2,} \"\\\"\"";
+    check_within(v, list, "[\"a", 3);
+    check_within(v, list, "[\"abc\",", 6);
+    check_within(v, "root ::= \"abcdef\"", "", 2); /* past the budget: tokens that get closer */
+    check_within(v, "root ::= \"ab\" \" \"*", "ab", 1); /* complete: the end token only */
+    check_within(v, "root ::= \"ab\" \" \"*", "ab", 2);
+    /* the cases above, checked by hand for one token */
+    tl_grammar *g = mk(v, str);
+    if (!g) return;
+    const uint32_t *w;
+    (void)dist_after(g, "\"");
+    CHECK(tl_grammar_mask_within(g, 1, &w) == TL_OK, "mask_within");
+    CHECK((w['"' >> 5] >> ('"' & 31) & 1) && !(w['a' >> 5] >> ('a' & 31) & 1) &&
+              (w[(NB + 1) >> 5] >> ((NB + 1) & 31) & 1),
+          "budget 1 inside a string: close only");
+    tl_grammar_free(g);
+}
+
+/* Uniform logits over the byte vocabulary: a string almost never closes by
+ * chance, so without pressure most outputs are cut by the budget; with it
+ * every one must be complete. */
+static int32_t finished(tl_grammar_vocab *v, const char *gbnf, int32_t budget, int32_t finish, int n_seeds) {
+    float logits[NV];
+    for (int i = 0; i < NV; i++) logits[i] = 0.0f;
+    int32_t ok = 0;
+    for (int seed = 1; seed <= n_seeds; seed++) {
+        tl_grammar *g = mk(v, gbnf);
+        tl_sampler_params p = tl_sampler_default_params();
+        p.temp = 1.0f, p.top_k = 0, p.top_p = 1.0f, p.min_p = 0.0f, p.seed = (uint64_t)seed, p.grammar_finish = finish;
+        tl_sampler *s = NULL;
+        CHECK(g && tl_sampler_init(&p, NV, &s) == TL_OK, "sampler");
+        if (!s) {
+            tl_grammar_free(g);
+            continue;
+        }
+        tl_sampler_set_grammar(s, g);
+        tl_sampler_set_budget(s, budget);
+        for (int32_t n = 0; n < budget; n++) {
+            int32_t t = tl_sampler_sample(s, logits);
+            CHECK(t >= 0, "seed %d: dead end: %s", seed, tl_last_error());
+            if (t < 0 || t == EOG) break;
+            tl_sampler_accept(s, t);
+        }
+        ok += tl_grammar_can_end(g);
+        tl_sampler_free(s);
+        tl_grammar_free(g);
+    }
+    return ok;
+}
+
+static void test_sampler(tl_grammar_vocab *v) {
+    char *gbnf = NULL;
+    const char *schema = "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"minLength\": 3},"
+                         " \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"minItems\": 2}},"
+                         " \"required\": [\"name\", \"tags\"]}";
+    CHECK(tl_json_schema_to_gbnf(schema, strlen(schema), NULL, &gbnf) == TL_OK, "schema: %s", tl_last_error());
+    if (!gbnf) return;
+    /* shortest: {"name":"xxx","tags":["",""]} is 30 bytes */
+    int32_t with = finished(v, gbnf, 40, 64, 20), without = finished(v, gbnf, 40, -1, 20);
+    CHECK(with == 20, "with pressure: %d of 20 complete", with);
+    CHECK(without < 10, "without pressure: %d of 20 complete (the test would not see pressure work)", without);
+    /* a budget below the shortest completion: no crash, no dead end, cut */
+    int32_t low = finished(v, gbnf, 10, 64, 5);
+    CHECK(low == 0, "budget 10 < 30: %d complete", low);
+    free(gbnf);
+}
+
+int main(void) {
+    tl_grammar_vocab *v = mk_vocab();
+    if (!v) return test_finish();
+    test_distance(v);
+    test_within(v);
+    test_sampler(v);
+    tl_grammar_vocab_free(v);
+    return test_finish();
+}
