@@ -600,7 +600,8 @@ static tl_status bw_attention_qkv(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     const bool tmp = qkv->grad != NULL;
     bool fresh;
     float *delta = scratch(c, nd);
-    float *dst = tmp ? scratch(c, nb) : (float *)tt_data(tt__grad_buf_for_write(qkv, &fresh));
+    tt_tensor *gq = tmp ? NULL : tt__grad_buf_for_write(qkv, &fresh);
+    float *dst = tmp ? scratch(c, nb) : gq ? F(gq) : NULL;
     tl_status s = gc && delta && dst ? TL_OK : TL_ERR_NOMEM;
     if (!s) {
         d.go = tok_major(gc, d.D);
