@@ -70,7 +70,8 @@ void tl_grammar_free(tl_grammar *g) {
     gf_free(&g->fr);
     gd_free(&g->dist);
     gbnf_free(g->g);
-    free(g->eog), free(g->stk), free(g->bst), free(g->pmid), free(g->sp), free(g->mslot), free(g->masks), free(g->scratch), free(g->within), free(g->fhi);
+    free(g->eog), free(g->stk), free(g->bst), free(g->pmid), free(g->sp), free(g->mslot), free(g->masks);
+    free(g->scratch), free(g->within), free(g->fhi);
     for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
     free(g->trig), free(g->trig_len), free(g->win);
     free(g);

@@ -227,11 +227,11 @@ static bool smp_cuts(const tl_sampler *s, int32_t n_sorted, int32_t n, double su
 /* The grammar's mask, under completion pressure when the budget is within
  * grammar_finish tokens of the shortest completion. */
 static tl_status smp_grammar_mask(tl_sampler *s, const uint32_t **w) {
-    int32_t d = 0;
-    tl_status st = TL_OK;
-    if (s->budget >= 0 && s->p.grammar_finish >= 0 && (st = tl_grammar_distance(s->grammar, &d))) return st;
-    if (s->budget >= 0 && s->p.grammar_finish >= 0 && (int64_t)s->budget <= (int64_t)d + s->p.grammar_finish)
-        return tl_grammar_mask_within(s->grammar, s->budget, w);
+    if (s->budget < 0 || s->p.grammar_finish < 0) return tl_grammar_mask(s->grammar, w);
+    int32_t d;
+    tl_status st = tl_grammar_distance(s->grammar, &d);
+    if (st) return st;
+    if ((int64_t)s->budget <= (int64_t)d + s->p.grammar_finish) return tl_grammar_mask_within(s->grammar, s->budget, w);
     return tl_grammar_mask(s->grammar, w);
 }
 

@@ -218,13 +218,16 @@ static bool slot_setup(srv_server *s, sched_slot *sl, srv_job *j) {
     return tl_sampler_set_grammar(sl->smp, j->grammar) == TL_OK && tl_detok_init(s->model, &sl->dt) == TL_OK;
 }
 
+/* an echo whose prompt tokens get logprobs (until the prompt is published) */
+static bool echo_scored(const srv_job *j) { return j->echo_buf && j->top_logprobs >= 0; }
+
 /* Place job j (popped from the queue) into an idle slot, reusing the longest
  * cached prefix. false: no room now (the job goes back to the queue's head). */
 static bool admit_locked(srv_server *s, srv_job *j) {
     sched *sc = s->sched;
     sched_slot *idle = NULL, *lru = NULL, *busy = NULL;
     /* an echo with logprobs needs every prompt token's logits: no reuse */
-    bool all = j->echo_buf && j->top_logprobs >= 0;
+    bool all = echo_scored(j);
     int32_t idle_lcp = -1, busy_lcp = 0, cap = all ? 0 : j->n_prompt - 1;
     for (int32_t i = 0; i < sc->n_slots; i++) {
         sched_slot *sl = &sc->slots[i];
@@ -332,7 +335,7 @@ static int32_t build_batch(srv_server *s) {
         for (int32_t t = 0; t < k; t++) {
             int32_t pos = pick->n_toks + t;
             int8_t lg = j->embed ? embed_wants(s, pos, j->n_prompt) : pos == j->n_prompt - 1;
-            if (j->echo_buf && j->top_logprobs >= 0 && pos + 1 < j->n_echo) lg = 1; /* predicts prompt[pos + 1] */
+            if (echo_scored(j) && pos + 1 < j->n_echo) lg = 1; /* predicts prompt[pos + 1] */
             batch_add(sc, j->prompt[pos], pick->seq, lg, &n);
         }
     }
@@ -558,7 +561,7 @@ static void after_decode(srv_server *s) {
                     const float *h = sc->b_lg[sl->b_first + t] ? tl_context_embedding(s->ctx, sl->b_first + t) : NULL;
                     for (int32_t d = 0; h && d < s->info.n_embd; d++) sl->emb[d] += h[d];
                 }
-            if (j->echo_buf && j->top_logprobs >= 0) echo_logprobs(s, sl);
+            if (echo_scored(j)) echo_logprobs(s, sl);
             slot_push(sl, j->prompt + sl->n_toks, sl->b_n);
             pthread_mutex_lock(&s->mu);
             s->st.prompt_evaluated += (uint64_t)sl->b_n;

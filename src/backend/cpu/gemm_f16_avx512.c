@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/cpu/gemm.h"
+#include "base/transpose_avx2.h"
 
 size_t gemm_f16_panel_bytes(int64_t k) { return (size_t)k * GEMM_F16_ROWS * sizeof(uint16_t); }
 
@@ -27,24 +28,9 @@ void gemm_f16_panel_pack_avx512(const uint16_t *w, size_t row_bytes, int nrows, 
                                                                        (size_t)e * 2))
                                    : _mm_setzero_si128();
             }
-            __m128i a[8], b[8], c[8];
-            for (int j = 0; j < 8; j += 2) {
-                a[j] = _mm_unpacklo_epi16(r[j], r[j + 1]);
-                a[j + 1] = _mm_unpackhi_epi16(r[j], r[j + 1]);
-            }
-            for (int j = 0; j < 8; j += 4) {
-                b[j] = _mm_unpacklo_epi32(a[j], a[j + 2]);
-                b[j + 1] = _mm_unpackhi_epi32(a[j], a[j + 2]);
-                b[j + 2] = _mm_unpacklo_epi32(a[j + 1], a[j + 3]);
-                b[j + 3] = _mm_unpackhi_epi32(a[j + 1], a[j + 3]);
-            }
-            for (int j = 0; j < 4; j++) {
-                c[2 * j] = _mm_unpacklo_epi64(b[j], b[j + 4]);
-                c[2 * j + 1] = _mm_unpackhi_epi64(b[j], b[j + 4]);
-            }
-            /* c[i] holds element e + i of rows q*8 .. q*8+7 */
+            cpu_transpose8x16(r); /* r[i]: element e + i of rows q*8 .. q*8+7 */
             for (int i = 0; i < 8; i++)
-                _mm_store_si128((__m128i *)(panel + (size_t)(e + i) * GEMM_F16_ROWS + q * 8), c[i]);
+                _mm_store_si128((__m128i *)(panel + (size_t)(e + i) * GEMM_F16_ROWS + q * 8), r[i]);
         }
     }
     for (; e < k; e++)

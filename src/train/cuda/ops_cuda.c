@@ -337,21 +337,8 @@ tt_tensor *tt__cu_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *tar
     tl_status s = tcu_xent_fwd(F(loss), F(lse), rowloss, F(logits), tt_data(tgt), N, V, ignore_index, n_valid);
     scratch_put(c, rowloss, nb);
     if (s != TL_OK) return NULL;
-    if (tt__needs_grad(c, &logits, 1)) {
-        tt_node *n = tt__record(c, "cross_entropy", bw_xent, loss, &logits, 1);
-        xent_saved *sv = malloc(sizeof *sv);
-        if (!n || !sv) {
-            free(sv);
-            if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
-            return NULL;
-        }
-        sv->lse = lse;
-        sv->tgt = tgt;
-        sv->n_valid = n_valid;
-        sv->ignore = ignore_index;
-        n->extra = sv;
-    }
-    return loss;
+    const xent_saved sv = {.lse = lse, .tgt = tgt, .n_valid = n_valid, .ignore = ignore_index};
+    return record_saved(c, "cross_entropy", bw_xent, loss, &logits, 1, &sv, sizeof sv) ? loss : NULL;
 }
 
 /* ---- linear: x [..., K] @ w[N, K]^T + bias ---- */
@@ -424,6 +411,9 @@ typedef struct attn_saved {
     int mode;
     bool causal;
 } attn_saved;
+
+/* the softmax scale: the caller's, or 1/sqrt(D) */
+static float attn_scale(double scale, int64_t D) { return scale > 0 ? (float)scale : 1.0f / sqrtf((float)D); }
 
 static tcu_fl_stride st3(const tt_tensor *t, int b, int h, int tt) {
     tcu_fl_stride s = {t->stride[b], t->stride[h], t->stride[tt]};
@@ -511,13 +501,12 @@ static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     return s;
 }
 
-
 bool tt__cu_attention_qkv_ok(const tt_ctx *c, int64_t D) { return c->mm_prec == TT_MM_BF16 && tcu_flash_ok(D); }
 
 /* BF16 flash attention of q/k/v as they lie (made readable if they are not). */
 static tt_tensor *attention_flash(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, float sc) {
     if (!flash_readable(q)) q = tt_contiguous(c, q);
-    if (k && v && (!flash_readable(k) || !flash_readable(v) || memcmp(k->stride, v->stride, 3 * sizeof(int64_t)))) {
+    if (!flash_readable(k) || !flash_readable(v) || memcmp(k->stride, v->stride, 3 * sizeof(int64_t))) {
         k = tt_contiguous(c, k);
         v = tt_contiguous(c, v);
     }
@@ -557,7 +546,7 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
                tt__shape_str(q, s1, sizeof s1), tt__shape_str(k, s2, sizeof s2));
         return NULL;
     }
-    float sc = scale > 0 ? (float)scale : 1.0f / sqrtf((float)q->shape[3]);
+    float sc = attn_scale(scale, q->shape[3]);
     if (fl) return attention_flash(c, q, k, v, causal, sc);
     q = tt_contiguous(c, q);
     k = tt_contiguous(c, k);
@@ -582,6 +571,7 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
 /* ---- attention over a fused qkv [B, T, (H + 2 Hkv) D] -> [B, T, H D] ----
  * The flash kernels read q/k/v where the projection left them and write
  * the gradient of all three straight into qkv's. */
+
 /* the head strides of a token-major [B, T, ... D] tensor with heads of D columns */
 static tcu_fl_stride tok_major(const tt_tensor *t, int64_t D) {
     tcu_fl_stride s = {t->stride[0], D, t->stride[1]};
@@ -623,8 +613,7 @@ tt_tensor *tt__cu_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t H, int64_t Hk
     tt_tensor *o = qkv ? tt__temp_on(c, TT_CUDA, TT_F32, 3, osh) : NULL;
     tt_tensor *lse = o ? tt__temp_on(c, TT_CUDA, TT_F32, 1, &lsh) : NULL;
     if (!lse) return NULL;
-    attn_saved sv = {.lse = lse, .o = o, .mode = TT_MM_BF16, .causal = causal};
-    sv.scale = scale > 0 ? (float)scale : 1.0f / sqrtf((float)D);
+    attn_saved sv = {.lse = lse, .o = o, .scale = attn_scale(scale, D), .mode = TT_MM_BF16, .causal = causal};
     tcu_flash_dims *d = &sv.dims;
     d->B = B, d->H = H, d->Hkv = Hkv, d->T = T, d->D = D;
     d->q = d->kv = tok_major(qkv, D);
@@ -726,16 +715,6 @@ tt_tensor *tt__cu_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta) {
     tl_status s = tt__dev_h2d(TT_CUDA, tt_data(cs), h, (size_t)n * sizeof *h);
     free(h);
     if (s || tcu_rope(F(o), false, F(x), F(cs), tt_numel(x) / D, T, H, D, 1) != TL_OK) return NULL;
-    if (tt__needs_grad(c, &x, 1)) {
-        tt_node *nd = tt__record(c, "rope", bw_rope_cu, o, &x, 1);
-        rope_saved *sv = malloc(sizeof *sv);
-        if (!nd || !sv) {
-            free(sv);
-            if (nd) tl_err(TL_ERR_NOMEM, "train: out of memory");
-            return NULL;
-        }
-        sv->cs = cs;
-        nd->extra = sv;
-    }
-    return o;
+    const rope_saved sv = {.cs = cs};
+    return record_saved(c, "rope", bw_rope_cu, o, &x, 1, &sv, sizeof sv) ? o : NULL;
 }

@@ -40,6 +40,11 @@ template <int D> struct fl_cfg {
     static constexpr size_t SMEM_KV = SMEM + (size_t)2 * FL_B * D * sizeof(float);
 };
 
+/* 8 floats rounded to bf16 */
+__device__ __forceinline__ uint4 fl_pack8(float4 a, float4 b) {
+    return make_uint4(fa_pack_bf16(a.x, a.y), fa_pack_bf16(a.z, a.w), fa_pack_bf16(b.x, b.y), fa_pack_bf16(b.z, b.w));
+}
+
 /* A tile's rows [row0, row0 + 64) of x [T, D] f32 (row stride ld) in
  * flight: each thread loads its share into registers (fl_fetch) and later
  * rounds it to bf16 into shared memory (fl_put), so that the next tile's
@@ -69,9 +74,7 @@ template <int D> __device__ __forceinline__ void fl_put(__nv_bfloat16 *dst, cons
 #pragma unroll
     for (int n = 0; n < fl_tile<D>::N; n++) {
         const int i = threadIdx.x + n * FL_WARPS * 32, r = i / CH, cc = i % CH;
-        const float4 a = f.a[n], b = f.b[n];
-        *(uint4 *)(dst + r * fl_cfg<D>::LD + cc * 8) = make_uint4(fa_pack_bf16(a.x, a.y), fa_pack_bf16(a.z, a.w),
-                                                                  fa_pack_bf16(b.x, b.y), fa_pack_bf16(b.z, b.w));
+        *(uint4 *)(dst + r * fl_cfg<D>::LD + cc * 8) = fl_pack8(f.a[n], f.b[n]);
     }
 }
 
@@ -82,12 +85,9 @@ __device__ __forceinline__ void fl_stage(__nv_bfloat16 *dst, const float *x, int
     for (int i = threadIdx.x; i < FL_B * CH; i += FL_WARPS * 32) {
         const int r = i / CH, cc = i % CH;
         uint4 out = make_uint4(0, 0, 0, 0);
-        if (row0 + r < T) {
-            const float4 a = *(const float4 *)(x + (row0 + r) * ld + cc * 8);
-            const float4 b = *(const float4 *)(x + (row0 + r) * ld + cc * 8 + 4);
-            out = make_uint4(fa_pack_bf16(a.x, a.y), fa_pack_bf16(a.z, a.w), fa_pack_bf16(b.x, b.y),
-                             fa_pack_bf16(b.z, b.w));
-        }
+        if (row0 + r < T)
+            out = fl_pack8(*(const float4 *)(x + (row0 + r) * ld + cc * 8),
+                           *(const float4 *)(x + (row0 + r) * ld + cc * 8 + 4));
         *(uint4 *)(dst + r * fl_cfg<D>::LD + cc * 8) = out;
     }
 }
@@ -110,9 +110,8 @@ template <int D> __device__ __forceinline__ void fl_round(__nv_bfloat16 *dst, co
     constexpr int CH = D / 8;
     for (int i = threadIdx.x; i < FL_B * CH; i += FL_WARPS * 32) {
         const int r = i / CH, cc = i % CH;
-        const float4 a = *(const float4 *)(raw + r * D + cc * 8), b = *(const float4 *)(raw + r * D + cc * 8 + 4);
-        *(uint4 *)(dst + r * fl_cfg<D>::LD + cc * 8) = make_uint4(fa_pack_bf16(a.x, a.y), fa_pack_bf16(a.z, a.w),
-                                                                  fa_pack_bf16(b.x, b.y), fa_pack_bf16(b.z, b.w));
+        *(uint4 *)(dst + r * fl_cfg<D>::LD + cc * 8) =
+            fl_pack8(*(const float4 *)(raw + r * D + cc * 8), *(const float4 *)(raw + r * D + cc * 8 + 4));
     }
 }
 
