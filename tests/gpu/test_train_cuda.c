@@ -470,10 +470,12 @@ static void test_model_grads(tt_arch arch) {
     tt_model_free(&dm);
 }
 
-/* A grouped-query Llama (4 heads over 2, head size 32) in BF16 mode, which
- * runs attention through the flash kernels: loss and every gradient against
- * the CPU's f32 within bf16 rounding. */
-static void test_llama_gqa_bf16(void) {
+/* A grouped-query Llama (4 heads over 2, head size 32): in F32 mode (exact
+ * attention, kv heads shared by strided batches) within f32 rounding of the
+ * CPU; in BF16 mode (the flash kernels) within bf16 rounding. */
+static void test_llama_gqa(tt_matmul_prec mm) {
+    const bool bf = mm == TT_MM_BF16;
+    const double tl_loss = bf ? 1e-2 : 1e-5, tl_grad = bf ? 5e-2 : 1e-4;
     tt_model_config k = tt_model_config_default(TT_ARCH_LLAMA, 96, 64, 128, 2, 4);
     k.kv_heads = 2;
     tt_model hm, dm;
@@ -486,17 +488,18 @@ static void test_llama_gqa_bf16(void) {
     tt_ctx *c, *cd;
     tt_ctx_init(2, &c);
     tt_ctx_init(1, &cd);
-    tt_ctx_set_matmul_prec(cd, TT_MM_BF16);
+    tt_ctx_set_matmul_prec(cd, mm);
     tt_tensor *lh = tt_model_loss(c, &hm, ids, tg, B, T, NULL), *ld = tt_model_loss(cd, &dm, ids, tg, B, T, NULL);
     CHECK(lh && ld, "gqa llama loss: %s", tl_last_error());
     if (lh && ld) {
         double vh = tt_get(lh, 0), vd = tt_get(ld, 0);
-        CHECK(fabs(vh - vd) / vh < 1e-2, "gqa llama loss cpu %.6f cuda bf16 %.6f", vh, vd);
+        CHECK(fabs(vh - vd) / vh < tl_loss, "gqa llama loss cpu %.7f cuda %s %.7f", vh, bf ? "bf16" : "f32", vd);
         CHECK(tt_backward(c, lh) == TL_OK && tt_backward(cd, ld) == TL_OK, "gqa backward: %s", tl_last_error());
         const char *wn;
         double worst = worst_grad(&dm, &hm, &wn);
-        CHECK(worst < 5e-2, "gqa llama bf16 worst grad rel err %.3g (%s)", worst, wn);
-        printf("llama gqa 4/2 bf16 step      loss %.6f vs %.6f, worst grad %.2e (%s)\n", vh, vd, worst, wn);
+        CHECK(worst < tl_grad, "gqa llama %s worst grad rel err %.3g (%s)", bf ? "bf16" : "f32", worst, wn);
+        printf("llama gqa 4/2 %-4s step      loss %.7f vs %.7f, worst grad %.2e (%s)\n", bf ? "bf16" : "f32", vh, vd,
+               worst, wn);
     }
     tt_ctx_free(c);
     tt_ctx_free(cd);
@@ -574,7 +577,8 @@ int main(void) {
     test_adamw();
     test_model_grads(TT_ARCH_GPT2);
     test_model_grads(TT_ARCH_LLAMA);
-    test_llama_gqa_bf16();
+    test_llama_gqa(TT_MM_F32);
+    test_llama_gqa(TT_MM_BF16);
     test_resume();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

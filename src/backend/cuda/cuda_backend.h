@@ -106,6 +106,9 @@ tl_status tlc_weight_upload(tlc_ctx *c, tlc_weight *w, tl_type t, int64_t n_in, 
 tl_status tlc_weight_describe(tlc_weight *w, tl_type t, int64_t n_in, int64_t n_out, void *dst);
 tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, int64_t n_rows,
                                  const void *host, void *staging);
+/* The whole of a described weight, queued on a caller's cudaStream_t instead
+ * of a context's (the training framework's frozen weights); same staging rule. */
+tl_status tlc_weight_upload_on(void *stream, const tlc_weight *w, const void *host, void *staging);
 
 /* ---- activation prep + matvec (decode) -------------------------------- */
 
@@ -314,6 +317,9 @@ tl_status tlc_gemm_ex(tlc_ctx *c, const tlc_weight *w, const float *x, int64_t n
 tlc_weight tlc_weight_rows(const tlc_weight *w, int64_t row0, int64_t n);
 /* Dequantize a whole weight to f16 [n_out][n_in]. */
 tl_status tlc_dequant_f16(tlc_ctx *c, const tlc_weight *w, void *out);
+/* Dequantize a whole weight to f32 [n_out][n_in] on a caller's cudaStream_t
+ * (n_in a multiple of 32): the values tlc_get_rows gives. */
+tl_status tlc_dequant_f32_on(void *stream, const tlc_weight *w, float *out);
 /* out [n_tok][n_in] f32 = rows tokens[t] of w. d_tokens on the device. */
 tl_status tlc_get_rows(tlc_ctx *c, const tlc_weight *w, const int32_t *d_tokens, int64_t n_tok,
                        float *out);

@@ -133,8 +133,8 @@ __global__ void repack_q4_k_k(const uint8_t *src, uint8_t *q, uint8_t *s, int64_
 
 static size_t tlc_raw_row(tl_type t, int64_t n_in) { return tl_row_bytes(t, n_in); }
 
-tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, int64_t n_rows,
-                                 const void *host, void *staging) {
+static tl_status upload_rows(cudaStream_t stream, const tlc_weight *w, int64_t row0, int64_t n_rows,
+                             const void *host, void *staging) {
     if (row0 < 0 || n_rows < 0 || row0 + n_rows > w->n_out)
         return tl_err(TL_ERR_INVALID, "cuda: upload rows [%lld, %lld) outside %lld rows",
                       (long long)row0, (long long)(row0 + n_rows), (long long)w->n_out);
@@ -143,34 +143,34 @@ tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, 
     uint8_t *s = w->s ? (uint8_t *)w->s + w->s_row * (size_t)row0 : NULL;
     switch (w->type) {
     case TL_TYPE_F32: case TL_TYPE_F16: case TL_TYPE_BF16:
-        TLC_TRY(cudaMemcpyAsync(q, host, raw, cudaMemcpyHostToDevice, c->stream), "weight upload");
+        TLC_TRY(cudaMemcpyAsync(q, host, raw, cudaMemcpyHostToDevice, stream), "weight upload");
         return TL_OK;
     default: break;
     }
     if (!staging) return tl_err(TL_ERR_INVALID, "cuda: upload of %s needs a staging buffer", tl_type_name(w->type));
-    TLC_TRY(cudaMemcpyAsync(staging, host, raw, cudaMemcpyHostToDevice, c->stream), "weight upload");
+    TLC_TRY(cudaMemcpyAsync(staging, host, raw, cudaMemcpyHostToDevice, stream), "weight upload");
     const uint8_t *st = (const uint8_t *)staging;
     int64_t nblk;
     switch (w->type) {
     case TL_TYPE_Q4_0:
         nblk = w->n_in / 32 * n_rows;
-        repack_q4_0_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint16_t *)s, nblk);
+        repack_q4_0_k<<<tlc_div_up(nblk, 256), 256, 0, stream>>>(st, q, (uint16_t *)s, nblk);
         break;
     case TL_TYPE_Q4_1:
         nblk = w->n_in / 32 * n_rows;
-        repack_q4_1_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint32_t *)s, nblk);
+        repack_q4_1_k<<<tlc_div_up(nblk, 256), 256, 0, stream>>>(st, q, (uint32_t *)s, nblk);
         break;
     case TL_TYPE_Q8_0:
         nblk = w->n_in / 32 * n_rows;
-        repack_q8_0_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, (uint16_t *)s, nblk);
+        repack_q8_0_k<<<tlc_div_up(nblk, 256), 256, 0, stream>>>(st, q, (uint16_t *)s, nblk);
         break;
     case TL_TYPE_Q4_K:
         nblk = w->n_in / 256 * n_rows;
-        repack_q4_k_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, s, nblk, w->n_in / 256, w->s_row);
+        repack_q4_k_k<<<tlc_div_up(nblk, 256), 256, 0, stream>>>(st, q, s, nblk, w->n_in / 256, w->s_row);
         break;
     case TL_TYPE_Q6_K:
         nblk = w->n_in / 256 * n_rows;
-        repack_q6_k_k<<<tlc_div_up(nblk, 256), 256, 0, c->stream>>>(st, q, s, nblk, w->n_in / 256, w->q_row,
+        repack_q6_k_k<<<tlc_div_up(nblk, 256), 256, 0, stream>>>(st, q, s, nblk, w->n_in / 256, w->q_row,
                                                                       w->s_row);
         break;
     default:
@@ -178,6 +178,15 @@ tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, 
     }
     TLC_LAUNCH_CHECK("weight repack");
     return TL_OK;
+}
+
+tl_status tlc_weight_upload_rows(tlc_ctx *c, const tlc_weight *w, int64_t row0, int64_t n_rows,
+                                 const void *host, void *staging) {
+    return upload_rows(c->stream, w, row0, n_rows, host, staging);
+}
+
+tl_status tlc_weight_upload_on(void *stream, const tlc_weight *w, const void *host, void *staging) {
+    return upload_rows((cudaStream_t)stream, w, 0, w->n_out, host, staging);
 }
 
 tl_status tlc_weight_upload(tlc_ctx *c, tlc_weight *w, tl_type t, int64_t n_in, int64_t n_out,
@@ -308,6 +317,24 @@ tl_status tlc_dequant_launch(tlc_ctx *c, const tlc_weight *w, __half *out) {
 
 tl_status tlc_dequant_f16(tlc_ctx *c, const tlc_weight *w, void *out) {
     return tlc_dequant_launch(c, w, (__half *)out);
+}
+
+/* one thread per 32-value chunk */
+__global__ void dequant_f32_k(const tlc_weight w, float *out) {
+    const int64_t nc = w.n_in / 32, i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= nc * w.n_out) return;
+    float v[32];
+    tlc_deq_chunk(w, i / nc, i % nc, v);
+    float4 *o = (float4 *)(out + i * 32);
+    for (int j = 0; j < 8; j++) o[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+}
+
+tl_status tlc_dequant_f32_on(void *stream, const tlc_weight *w, float *out) {
+    if (w->n_in % 32) return tl_err(TL_ERR_UNSUPPORTED, "cuda: dequantize rows of %lld values", (long long)w->n_in);
+    const int64_t n = w->n_in / 32 * w->n_out;
+    if (n) dequant_f32_k<<<tlc_div_up(n, 128), 128, 0, (cudaStream_t)stream>>>(*w, out);
+    TLC_LAUNCH_CHECK("dequantize to f32");
+    return TL_OK;
 }
 
 __global__ void get_rows_k(const tlc_weight w, const int32_t *tok, float *out) {

@@ -480,23 +480,24 @@ static tl_status bw_attention_flash(tt_ctx *c, tt_node *n, const tt_tensor *g) {
 static tl_status bw_attention(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     attn_saved *sv = n->extra;
     tt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
-    size_t nq = (size_t)(BH * T * D) * sizeof(float), np = (size_t)(BH * T * T) * sizeof(float);
-    float *dq = scratch(c, nq), *dk = scratch(c, nq), *dv = scratch(c, nq), *dp = scratch(c, np);
+    int64_t BH = q->shape[0] * q->shape[1], rep = q->shape[1] / k->shape[1], T = q->shape[2], D = q->shape[3];
+    size_t nq = (size_t)(BH * T * D) * sizeof(float), nkv = nq / (size_t)rep, np = (size_t)(BH * T * T) * sizeof(float);
+    float *dq = scratch(c, nq), *dk = scratch(c, nkv), *dv = scratch(c, nkv), *dp = scratch(c, np);
     tl_status s = dq && dk && dv && dp ? TL_OK : TL_ERR_NOMEM;
     tt_tensor *gc = tt__contig(c, (tt_tensor *)g);
     if (!s && !gc) s = TL_ERR_NOMEM;
     size_t nsc = sv->mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
     void *sc = nsc && !s ? scratch(c, nsc) : NULL;
     if (nsc && !sc) s = TL_ERR_NOMEM;
-    if (!s) s = tcu_attn_bwd(dq, dk, dv, dp, F(gc), F(sv->p), F(q), F(k), F(v), BH, T, D, sv->scale, sv->mode, sc);
+    if (!s)
+        s = tcu_attn_bwd(dq, dk, dv, dp, F(gc), F(sv->p), F(q), F(k), F(v), BH, rep, T, D, sv->scale, sv->mode, sc);
     if (sc) scratch_put(c, sc, nsc);
     float *dd[3] = {dq, dk, dv};
     for (int i = 0; i < 3 && !s; i++)
         if (tt__need(n, i)) s = acc_from_buf(n->in[i], dd[i]);
     if (dq) scratch_put(c, dq, nq);
-    if (dk) scratch_put(c, dk, nq);
-    if (dv) scratch_put(c, dv, nq);
+    if (dk) scratch_put(c, dk, nkv);
+    if (dv) scratch_put(c, dv, nkv);
     if (dp) scratch_put(c, dp, np);
     return s;
 }
@@ -538,11 +539,9 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
     for (int i = 1; ok && i < 4; i++) ok = v->shape[i] == k->shape[i] && (i == 1 || k->shape[i] == q->shape[i]);
     int mode = (int)c->mm_prec;
     const bool fl = ok && mode == TT_MM_BF16 && tcu_flash_ok(q->shape[3]);
-    if (!ok || (!fl && k->shape[1] != q->shape[1])) {
+    if (!ok) {
         char s1[64], s2[64];
-        tl_err(TL_ERR_UNSUPPORTED,
-               "train: attention on cuda needs q [B, H, T, D] and k/v [B, Hkv, T, D] (Hkv < H only in bf16 mode "
-               "with head size 32/64/128) (q %s, k %s)",
+        tl_err(TL_ERR_UNSUPPORTED, "train: attention on cuda needs q [B, H, T, D] and k/v [B, Hkv, T, D] (q %s, k %s)",
                tt__shape_str(q, s1, sizeof s1), tt__shape_str(k, s2, sizeof s2));
         return NULL;
     }
@@ -552,7 +551,7 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
     k = tt_contiguous(c, k);
     v = tt_contiguous(c, v);
     if (!q || !k || !v) return NULL;
-    int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
+    int64_t BH = q->shape[0] * q->shape[1], rep = q->shape[1] / k->shape[1], T = q->shape[2], D = q->shape[3];
     int64_t psh[3] = {BH, T, T};
     tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, 4, q->shape);
     tt_tensor *p = tt__temp_on(c, TT_CUDA, TT_F32, 3, psh);
@@ -560,7 +559,7 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
     size_t nsc = mode == TT_MM_BF16 ? TCU_ATTN_SCRATCH(BH, T, D) : 0;
     void *scr = nsc ? scratch(c, nsc) : NULL;
     if (nsc && !scr) return NULL;
-    tl_status st = tcu_attn_fwd(F(o), F(p), F(q), F(k), F(v), BH, T, D, sc, causal, mode, scr);
+    tl_status st = tcu_attn_fwd(F(o), F(p), F(q), F(k), F(v), BH, rep, T, D, sc, causal, mode, scr);
     if (scr) scratch_put(c, scr, nsc);
     if (st != TL_OK) return NULL;
     attn_saved sv = {.p = p, .o = o, .scale = sc, .mode = mode, .causal = causal};

@@ -91,15 +91,17 @@ tl_status tcu_linear_bwd(float *gx, bool gx_add, float *gw, bool gw_add, float *
  * dS = P * (dP - rowsum(P * dP)) * scale. */
 tl_status tcu_softmax_rows(float *p, int64_t rows, int64_t T, bool causal);
 tl_status tcu_softmax_rows_bwd(float *dp, const float *p, int64_t rows, int64_t T, float scale);
-/* Causal (or full) softmax attention of contiguous q/k/v [BH, T, D]:
- * p [BH, T, T] (kept for the backward), o [BH, T, D]. BF16 mode: scratch for
- * bf16 operand copies, TCU_ATTN_SCRATCH bytes (NULL otherwise). */
+/* Causal (or full) softmax attention of contiguous q [BH, T, D] and k/v
+ * [BH / rep, T, D] (grouped-query: query head h reads kv head h / rep):
+ * p [BH, T, T] (kept for the backward), o [BH, T, D]. BF16 mode: scratch
+ * for bf16 operand copies, TCU_ATTN_SCRATCH bytes (NULL otherwise). */
 #define TCU_ATTN_SCRATCH(BH, T, D) ((size_t)((4 * (BH) * (T) * (D) + (BH) * (T) * (T)) + 320) * 2)
-tl_status tcu_attn_fwd(float *o, float *p, const float *q, const float *k, const float *v, int64_t BH, int64_t T,
-                       int64_t D, float scale, bool causal, int mode, void *scratch);
-/* dq/dk/dv [BH, T, D] (written) from go, p, q, k, v; dp scratch [BH, T, T]. */
+tl_status tcu_attn_fwd(float *o, float *p, const float *q, const float *k, const float *v, int64_t BH, int64_t rep,
+                       int64_t T, int64_t D, float scale, bool causal, int mode, void *scratch);
+/* dq [BH, T, D], dk/dv [BH / rep, T, D] (written) from go, p, q, k, v; dp
+ * scratch [BH, T, T]. */
 tl_status tcu_attn_bwd(float *dq, float *dk, float *dv, float *dp, const float *go, const float *p,
-                       const float *q, const float *k, const float *v, int64_t BH, int64_t T, int64_t D,
+                       const float *q, const float *k, const float *v, int64_t BH, int64_t rep, int64_t T, int64_t D,
                        float scale, int mode, void *scratch);
 /* Mean cross-entropy of logits [N, V] against targets [N] (ignore: skipped):
  * loss[0] = sum / n_valid; lse [N] kept; rowloss scratch [N]. */
@@ -132,6 +134,16 @@ tl_status tcu_flash_fwd(float *o, float *lse2, const float *q, const float *k, c
 tl_status tcu_flash_bwd(float *dq, float *dk, float *dv, float *delta, const float *go, const float *o,
                         const float *lse2, const float *q, const float *k, const float *v, const tcu_flash_dims *d,
                         float scale, bool causal);
+
+/* ---- frozen GGUF weights (adapter fine-tuning) ---- */
+/* W [n_out, n_in] of GGUF type `type`, uploaded once (waits) in the
+ * engine's repacked layout; the types the engine's CUDA kernels take
+ * (TL_ERR_UNSUPPORTED names another). */
+typedef struct tcu_frozen tcu_frozen;
+tl_status tcu_frozen_upload(tcu_frozen **out, const void *host, uint32_t type, int64_t n_in, int64_t n_out);
+void tcu_frozen_free(tcu_frozen *f);
+/* dst [n_out, n_in] f32 = W (queued). */
+tl_status tcu_frozen_dequant(const tcu_frozen *f, float *dst);
 
 /* ---- optimizer: every parameter in one launch ---- */
 #define TCU_CHUNK 8192 /* elements per block of the multi-tensor kernels */

@@ -248,94 +248,116 @@ extern "C" tl_status tcu_linear_bwd(float *gx, bool gx_add, float *gw, bool gw_a
     return st;
 }
 
-/* BF16 mode: the matmul operands are bf16 copies in scratch (f32 results). */
+/* element n of a matmul operand (f32, or bf16 in BF16 mode) */
+static const void *at(const void *p, int64_t n, const mm_args &a) {
+    return (const char *)p + n * (a.bf16 ? 2 : 4);
+}
+
+/* Grouped-query heads: query head h of batch b reads kv head h / rep, so
+ * with G = BH / rep kv heads, query head g * rep + r pairs with kv head g:
+ * one strided batch of G matmuls per r, q/p/o strides rep times the kv
+ * ones. BF16 mode: the matmul operands are bf16 copies in scratch (f32
+ * results). */
 extern "C" tl_status tcu_attn_fwd(float *o, float *p, const float *q, const float *k, const float *v, int64_t BH,
-                                  int64_t T, int64_t D, float scale, bool causal, int mode, void *scratch) {
+                                  int64_t rep, int64_t T, int64_t D, float scale, bool causal, int mode,
+                                  void *scratch) {
     TCU_STATE(s);
     tl_status st;
-    int64_t nq = BH * T * D, np = BH * T * T;
+    const int64_t nq = BH * T * D, nkv = nq / rep, np = BH * T * T, TD = T * D, TT = T * T;
     const void *qa = q, *ka = k, *va = v;
     if (mode == TCU_MM_BF16) {
         qa = as_bf16(s, &scratch, q, nq);
-        ka = as_bf16(s, &scratch, k, nq);
-        va = as_bf16(s, &scratch, v, nq);
+        ka = as_bf16(s, &scratch, k, nkv);
+        va = as_bf16(s, &scratch, v, nkv);
     }
-    mm_args a = mm0(mode);
-    a.batch = (int)BH;
-    /* S^T = K . Q^T per head, scaled: S [T, T] row-major */
-    a.ta = true;
-    a.m = T, a.n = T, a.k = D;
-    a.A = ka, a.lda = D, a.sA = T * D;
-    a.B = qa, a.ldb = D, a.sB = T * D;
-    a.C = p, a.ldc = T, a.sC = T * T;
-    a.alpha = scale;
-    if ((st = lt_mm(s, a)) != TL_OK) return st;
+    mm_args base = mm0(mode);
+    base.batch = (int)(BH / rep);
+    for (int64_t r = 0; r < rep; r++) { /* S^T = K . Q^T per head, scaled: S [T, T] row-major */
+        mm_args a = base;
+        a.ta = true;
+        a.m = T, a.n = T, a.k = D;
+        a.A = ka, a.lda = D, a.sA = TD;
+        a.B = at(qa, r * TD, a), a.ldb = D, a.sB = rep * TD;
+        a.C = p + r * TT, a.ldc = T, a.sC = rep * TT;
+        a.alpha = scale;
+        if ((st = lt_mm(s, a)) != TL_OK) return st;
+    }
     if ((st = tcu_softmax_rows(p, BH * T, T, causal)) != TL_OK) return st;
     const void *pa = p;
     if (mode == TCU_MM_BF16) pa = as_bf16(s, &scratch, p, np);
-    /* O^T [D, T] = V^T . P^T */
-    mm_args b = mm0(mode);
-    b.batch = (int)BH;
-    b.m = D, b.n = T, b.k = T;
-    b.A = va, b.lda = D, b.sA = T * D;
-    b.B = pa, b.ldb = T, b.sB = T * T;
-    b.C = o, b.ldc = D, b.sC = T * D;
-    return lt_mm(s, b);
+    for (int64_t r = 0; r < rep; r++) { /* O^T [D, T] = V^T . P^T */
+        mm_args b = base;
+        b.m = D, b.n = T, b.k = T;
+        b.A = va, b.lda = D, b.sA = TD;
+        b.B = at(pa, r * TT, b), b.ldb = T, b.sB = rep * TT;
+        b.C = o + r * TD, b.ldc = D, b.sC = rep * TD;
+        if ((st = lt_mm(s, b)) != TL_OK) return st;
+    }
+    return TL_OK;
 }
 
+/* dk/dv sum over the rep query heads of their group: the first r writes,
+ * the others add. */
 extern "C" tl_status tcu_attn_bwd(float *dq, float *dk, float *dv, float *dp, const float *go, const float *p,
-                                  const float *q, const float *k, const float *v, int64_t BH, int64_t T, int64_t D,
-                                  float scale, int mode, void *scratch) {
+                                  const float *q, const float *k, const float *v, int64_t BH, int64_t rep, int64_t T,
+                                  int64_t D, float scale, int mode, void *scratch) {
     TCU_STATE(s);
     tl_status st;
-    int64_t nq = BH * T * D, np = BH * T * T;
+    const int64_t nq = BH * T * D, nkv = nq / rep, np = BH * T * T, TD = T * D, TT = T * T;
     const void *qa = q, *ka = k, *va = v, *ga = go, *pa = p;
     void *pscr = NULL;
     if (mode == TCU_MM_BF16) {
         qa = as_bf16(s, &scratch, q, nq);
-        ka = as_bf16(s, &scratch, k, nq);
-        va = as_bf16(s, &scratch, v, nq);
+        ka = as_bf16(s, &scratch, k, nkv);
+        va = as_bf16(s, &scratch, v, nkv);
         ga = as_bf16(s, &scratch, go, nq);
         pscr = scratch;
         pa = as_bf16(s, &scratch, p, np);
     }
     mm_args base = mm0(mode);
-    base.batch = (int)BH;
-    /* dP [T, T] = dO . V^T:  dP^T = V . dO^T */
-    mm_args a = base;
-    a.ta = true;
-    a.m = T, a.n = T, a.k = D;
-    a.A = va, a.lda = D, a.sA = T * D;
-    a.B = ga, a.ldb = D, a.sB = T * D;
-    a.C = dp, a.ldc = T, a.sC = T * T;
-    if ((st = lt_mm(s, a)) != TL_OK) return st;
-    /* dV [T, D] = P^T . dO:  dV^T = dO^T . P */
-    a = base;
-    a.tb = true;
-    a.m = D, a.n = T, a.k = T;
-    a.A = ga, a.lda = D, a.sA = T * D;
-    a.B = pa, a.ldb = T, a.sB = T * T;
-    a.C = dv, a.ldc = D, a.sC = T * D;
-    if ((st = lt_mm(s, a)) != TL_OK) return st;
+    base.batch = (int)(BH / rep);
+    for (int64_t r = 0; r < rep; r++) {
+        /* dP [T, T] = dO . V^T:  dP^T = V . dO^T */
+        mm_args a = base;
+        a.ta = true;
+        a.m = T, a.n = T, a.k = D;
+        a.A = va, a.lda = D, a.sA = TD;
+        a.B = at(ga, r * TD, a), a.ldb = D, a.sB = rep * TD;
+        a.C = dp + r * TT, a.ldc = T, a.sC = rep * TT;
+        if ((st = lt_mm(s, a)) != TL_OK) return st;
+        /* dV [T, D] += P^T . dO:  dV^T = dO^T . P */
+        a = base;
+        a.tb = true;
+        a.m = D, a.n = T, a.k = T;
+        a.A = at(ga, r * TD, a), a.lda = D, a.sA = rep * TD;
+        a.B = at(pa, r * TT, a), a.ldb = T, a.sB = rep * TT;
+        a.C = dv, a.ldc = D, a.sC = TD;
+        a.beta = r ? 1.f : 0.f;
+        if ((st = lt_mm(s, a)) != TL_OK) return st;
+    }
     if ((st = tcu_softmax_rows_bwd(dp, p, BH * T, T, scale)) != TL_OK) return st;
     const void *dsa = dp;
     if (mode == TCU_MM_BF16) { /* dS in bf16 over P's bf16 copy (dV, its reader, is queued before) */
-        void *at = pscr;
-        dsa = as_bf16(s, &at, dp, np);
+        void *sc = pscr;
+        dsa = as_bf16(s, &sc, dp, np);
     }
-    /* dQ [T, D] = dS . K:  dQ^T = K^T . dS^T */
-    a = base;
-    a.m = D, a.n = T, a.k = T;
-    a.A = ka, a.lda = D, a.sA = T * D;
-    a.B = dsa, a.ldb = T, a.sB = T * T;
-    a.C = dq, a.ldc = D, a.sC = T * D;
-    if ((st = lt_mm(s, a)) != TL_OK) return st;
-    /* dK [T, D] = dS^T . Q:  dK^T = Q^T . dS */
-    a = base;
-    a.tb = true;
-    a.m = D, a.n = T, a.k = T;
-    a.A = qa, a.lda = D, a.sA = T * D;
-    a.B = dsa, a.ldb = T, a.sB = T * T;
-    a.C = dk, a.ldc = D, a.sC = T * D;
-    return lt_mm(s, a);
+    for (int64_t r = 0; r < rep; r++) {
+        /* dQ [T, D] = dS . K:  dQ^T = K^T . dS^T */
+        mm_args a = base;
+        a.m = D, a.n = T, a.k = T;
+        a.A = ka, a.lda = D, a.sA = TD;
+        a.B = at(dsa, r * TT, a), a.ldb = T, a.sB = rep * TT;
+        a.C = dq + r * TD, a.ldc = D, a.sC = rep * TD;
+        if ((st = lt_mm(s, a)) != TL_OK) return st;
+        /* dK [T, D] += dS^T . Q:  dK^T = Q^T . dS */
+        a = base;
+        a.tb = true;
+        a.m = D, a.n = T, a.k = T;
+        a.A = at(qa, r * TD, a), a.lda = D, a.sA = rep * TD;
+        a.B = at(dsa, r * TT, a), a.ldb = T, a.sB = rep * TT;
+        a.C = dk, a.ldc = D, a.sC = TD;
+        a.beta = r ? 1.f : 0.f;
+        if ((st = lt_mm(s, a)) != TL_OK) return st;
+    }
+    return TL_OK;
 }
