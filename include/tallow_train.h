@@ -291,12 +291,20 @@ tt_tensor *tt_matmul(tt_ctx *c, tt_tensor *a, tt_tensor *b);
 /* x [..., in] @ w[out, in]^T + bias[out] (bias may be NULL). */
 tt_tensor *tt_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias);
 
-/* x [..., in] @ W^T for a frozen W [out, in] held in a GGUF storage type
- * (type: the GGUF/ggml type id: f32, f16, bf16 or a quantized block type;
- * rows of `in` values, contiguous), e.g. a loaded model's weight that an
- * adapter is trained on: dequantized tile by tile in forward and backward,
- * never whole; W gets no gradient and must outlive the backward. */
-tt_tensor *tt_linear_frozen(tt_ctx *c, tt_tensor *x, const void *w, uint32_t type, int64_t in, int64_t out);
+/* A frozen weight W [out, in] held in a GGUF storage type (type: the
+ * GGUF/ggml type id: f32, f16, bf16 or a quantized block type; rows of `in`
+ * values, contiguous), e.g. a loaded model's weight that an adapter is
+ * trained on. TT_CPU borrows w (it must outlive f); TT_CUDA uploads it once
+ * (the types the engine's CUDA backend runs: F32, F16, BF16, Q4_0, Q4_1,
+ * Q8_0, Q4_K, Q6_K) and w may go. An unreadable type or an absent device is
+ * an error naming it. */
+typedef struct tt_frozen tt_frozen;
+tl_status tt_frozen_init(tt_frozen **out, tt_device dev, const void *w, uint32_t type, int64_t in, int64_t out_rows);
+void tt_frozen_free(tt_frozen *f);
+/* x [..., in] @ W^T, x on W's device: dequantized tile by tile (CPU) or
+ * whole into scratch (CUDA) in forward and backward, never kept; W gets no
+ * gradient and must outlive the backward. */
+tt_tensor *tt_linear_frozen(tt_ctx *c, tt_tensor *x, const tt_frozen *w);
 
 /* ---- nn ops --------------------------------------------------------------- */
 tt_tensor *tt_softmax(tt_ctx *c, tt_tensor *x);     /* last dim */

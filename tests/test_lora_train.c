@@ -120,7 +120,9 @@ static void frozen_op(void) {
         tt_tensor *x = tt_new(TT_F32, 2, sh);
         tt_init_normal(x, &r, 0, 1);
         x->requires_grad = true;
-        tt_tensor *y = tt_linear_frozen(c, x, wq, ty, n_in, n_out);
+        tt_frozen *fw;
+        CHECK(tt_frozen_init(&fw, TT_CPU, wq, ty, n_in, n_out) == TL_OK, "%s frozen weight", tl_type_name(ty));
+        tt_tensor *y = tt_linear_frozen(c, x, fw);
         double ferr = 0;
         for (int64_t i = 0; y && i < rows; i++)
             for (int64_t o = 0; o < n_out; o++) {
@@ -139,9 +141,9 @@ static void frozen_op(void) {
         for (int64_t k = 0; k < rows * n_in && x->grad; k += 7) {
             double x0 = tt_get(x, k), e = 0.25;
             tt_set(x, k, x0 + e);
-            double lp = tt_get(tt_sum(c, tt_mul(c, tt_linear_frozen(c, x, wq, ty, n_in, n_out), g)), 0);
+            double lp = tt_get(tt_sum(c, tt_mul(c, tt_linear_frozen(c, x, fw), g)), 0);
             tt_set(x, k, x0 - e);
-            double lm = tt_get(tt_sum(c, tt_mul(c, tt_linear_frozen(c, x, wq, ty, n_in, n_out), g)), 0);
+            double lm = tt_get(tt_sum(c, tt_mul(c, tt_linear_frozen(c, x, fw), g)), 0);
             tt_set(x, k, x0);
             double fd = (lp - lm) / (2 * e);
             gerr = fmax(gerr, fabs(fd - tt_get(x->grad, k)));
@@ -151,7 +153,17 @@ static void frozen_op(void) {
         CHECK(x->grad && gerr <= 1e-3 * gmax, "%s dx vs finite differences: %.2e of %.2e", tl_type_name(ty), gerr, gmax);
         tt_ctx_reset(c);
         tt_free(x);
+        tt_frozen_free(fw);
     }
+    tt_frozen *bad = NULL;
+    CHECK(tt_frozen_init(&bad, TT_CPU, wq, 9999, n_in, n_out) != TL_OK && !bad && strstr(tl_last_error(), "unknown"),
+          "an unknown weight type is refused by name: %s", tl_last_error());
+    CHECK(tt_frozen_init(&bad, TT_CPU, wq, TL_TYPE_Q4_K, 100, n_out) != TL_OK && !bad,
+          "a Q4_K row of 100 values is refused: %s", tl_last_error());
+    if (!tt_device_available(TT_CUDA))
+        CHECK(tt_frozen_init(&bad, TT_CUDA, wq, TL_TYPE_Q4_K, n_in, n_out) != TL_OK && !bad &&
+                  strstr(tl_last_error(), "cuda"),
+              "a frozen weight on an absent device is refused: %s", tl_last_error());
     free(wf);
     free(wd);
     free(wq);

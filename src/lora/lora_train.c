@@ -43,6 +43,26 @@ static tl_status check_model(const tl_model *m) {
     return TL_OK;
 }
 
+static const tl_tensor *base_w(const tl_model *m, int l, lora_wid w) {
+    const llm_layer *L = &m->layers[l];
+    const tl_tensor *ws[LORA_W_COUNT] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    return ws[w];
+}
+
+/* (Re)make every frozen projection, and the output head, on dev. */
+static tl_status frozen_all(lora_trainee *t, tt_device dev) {
+    const size_t n = (size_t)t->m->hp.n_layer * LORA_W_COUNT;
+    for (size_t i = 0; i <= n; i++) {
+        const tl_tensor *W = i == n ? &t->m->output : base_w(t->m, (int)(i / LORA_W_COUNT), (lora_wid)(i % LORA_W_COUNT));
+        tt_frozen *f;
+        tl_status s = tt_frozen_init(&f, dev, W->data, W->type, W->ne[0], W->ne[1]);
+        if (s) return tl_err_prefix(s, "lora train: %s: ", i == n ? "output" : lora_wid_gguf((lora_wid)(i % LORA_W_COUNT)));
+        tt_frozen_free(t->w[i]);
+        t->w[i] = f;
+    }
+    return TL_OK;
+}
+
 static tl_status trainee_alloc(lora_trainee *t, const tl_model *m) {
     memset(t, 0, sizeof *t);
     tl_status s = check_model(m);
@@ -54,7 +74,10 @@ static tl_status trainee_alloc(lora_trainee *t, const tl_model *m) {
     t->b = calloc(n, sizeof *t->b);
     t->scale = calloc(n, sizeof *t->scale);
     t->norm = calloc((size_t)(2 * hp->n_layer + 1), sizeof *t->norm);
-    if (!t->a || !t->b || !t->scale || !t->norm) return tl_err(TL_ERR_NOMEM, "lora train: out of memory");
+    t->w = calloc(n + 1, sizeof *t->w);
+    if (!t->a || !t->b || !t->scale || !t->norm || !t->w) return tl_err(TL_ERR_NOMEM, "lora train: out of memory");
+    t->dev = TT_CPU;
+    if ((s = frozen_all(t, TT_CPU))) return s;
     tt_model_config *k = &t->reg.cfg;
     *k = tt_model_config_default(TT_ARCH_LLAMA, hp->n_vocab, hp->n_ctx_train, hp->n_embd, hp->n_layer, hp->n_head);
     k->kv_heads = hp->n_head_kv;
@@ -134,6 +157,9 @@ tl_status lora_train_init_from(lora_trainee *t, const tl_model *m, const tl_lora
 void lora_train_free(lora_trainee *t) {
     if (t->norm && t->m)
         for (int i = 0; i <= 2 * t->m->hp.n_layer; i++) tt_free(t->norm[i]);
+    if (t->w && t->m)
+        for (size_t i = 0; i <= (size_t)t->m->hp.n_layer * LORA_W_COUNT; i++) tt_frozen_free(t->w[i]);
+    free(t->w);
     tt_registry_free(&t->reg.params);
     free(t->a);
     free(t->b);
@@ -142,23 +168,27 @@ void lora_train_free(lora_trainee *t) {
     memset(t, 0, sizeof *t);
 }
 
-static const tl_tensor *base_w(const tl_model *m, int l, lora_wid w) {
-    const llm_layer *L = &m->layers[l];
-    const tl_tensor *ws[LORA_W_COUNT] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    return ws[w];
+tl_status lora_train_to(lora_trainee *t, tt_device dev) {
+    if (dev == t->dev) return TL_OK;
+    tl_status s = frozen_all(t, dev);
+    for (int i = 0; i <= 2 * t->m->hp.n_layer && !s; i++) s = tt_tensor_move(t->norm[i], dev);
+    if (!s) s = tt_model_to(&t->reg, dev);
+    if (s) return tl_err_prefix(s, "lora train: to %s: ", tt_device_name(dev));
+    t->dev = dev;
+    return TL_OK;
 }
 
 /* h [..., n_in] -> W h + s * B (A h) */
 static tt_tensor *proj(tt_ctx *c, const lora_trainee *t, int l, lora_wid w, tt_tensor *h) {
-    const tl_tensor *W = base_w(t->m, l, w);
-    tt_tensor *y = tt_linear_frozen(c, h, W->data, W->type, W->ne[0], W->ne[1]);
     size_t i = (size_t)l * LORA_W_COUNT + w;
+    tt_tensor *y = tt_linear_frozen(c, h, t->w[i]);
     if (!t->a[i]) return y;
     tt_tensor *d = tt_linear(c, tt_linear(c, h, t->a[i], NULL), t->b[i], NULL);
     return tt_add(c, y, tt_scale(c, d, t->scale[i]));
 }
 
-static tt_tensor *embed(tt_ctx *c, const tl_model *m, const int32_t *ids, int64_t B, int64_t T) {
+/* The rows of ids, gathered on the host from the model's table, on dev. */
+static tt_tensor *embed(tt_ctx *c, const tl_model *m, tt_device dev, const int32_t *ids, int64_t B, int64_t T) {
     int64_t e = m->hp.n_embd, sh[3] = {B, T, e};
     tt_tensor *x = tt_zeros(c, TT_F32, 3, sh);
     if (!x) return NULL;
@@ -173,7 +203,7 @@ static tt_tensor *embed(tt_ctx *c, const tl_model *m, const int32_t *ids, int64_
                              (float *)tt_data(x) + i * e, e))
             return NULL;
     }
-    return x;
+    return tt_to_device(c, x, dev);
 }
 
 tt_tensor *lora_train_forward(tt_ctx *c, lora_trainee *t, const int32_t *ids, int64_t B, int64_t T) {
@@ -186,7 +216,7 @@ tt_tensor *lora_train_forward(tt_ctx *c, lora_trainee *t, const int32_t *ids, in
     const int64_t H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim;
     int perm[4] = {0, 2, 1, 3};
     int64_t sq[4] = {B, T, H, D}, skv[4] = {B, T, Hkv, D}, sy[3] = {B, T, H * D};
-    tt_tensor *x = embed(c, t->m, ids, B, T);
+    tt_tensor *x = embed(c, t->m, t->dev, ids, B, T);
     for (int l = 0; l < hp->n_layer; l++) {
         tt_tensor *h = tt_rmsnorm(c, x, t->norm[2 * l], hp->norm_eps);
         tt_tensor *q = tt_rope(c, tt_reshape(c, proj(c, t, l, LORA_W_Q, h), 4, sq), 0, hp->rope_base);
@@ -201,8 +231,7 @@ tt_tensor *lora_train_forward(tt_ctx *c, lora_trainee *t, const int32_t *ids, in
         x = tt_add(c, x, proj(c, t, l, LORA_W_DOWN, g));
     }
     x = tt_rmsnorm(c, x, t->norm[2 * hp->n_layer], hp->norm_eps);
-    const tl_tensor *out = &t->m->output;
-    return tt_linear_frozen(c, x, out->data, out->type, out->ne[0], out->ne[1]);
+    return tt_linear_frozen(c, x, t->w[(size_t)hp->n_layer * LORA_W_COUNT]);
 }
 
 tt_tensor *lora_train_loss(tt_ctx *c, lora_trainee *t, const int32_t *ids, const int32_t *targets, int64_t B,
@@ -224,6 +253,17 @@ static float export_alpha(const lora_trainee *t) {
     return alpha > 0 ? alpha : 0;
 }
 
+/* x's values on the host: its own, or a copy made into *keep (freed by the
+ * caller after the write). */
+static const float *host_values(const tt_tensor *x, tt_tensor **keep) {
+    if (tt_device_of(x) == TT_CPU) return tt_data(x);
+    if (!(*keep = tt_new(TT_F32, x->ndim, x->shape))) {
+        tl_err(TL_ERR_NOMEM, "lora train: out of memory");
+        return NULL;
+    }
+    return tt_copy_across(*keep, x) ? NULL : tt_data(*keep);
+}
+
 tl_status lora_train_export(const lora_trainee *t, const char *path, const char *name) {
     gguf_writer *w;
     tl_status s = gguf_writer_init(&w);
@@ -231,7 +271,8 @@ tl_status lora_train_export(const lora_trainee *t, const char *path, const char 
     const float alpha = export_alpha(t);
     const size_t n = (size_t)t->m->hp.n_layer * LORA_W_COUNT;
     float **folded = calloc(n, sizeof *folded);
-    if (!folded) s = tl_err(TL_ERR_NOMEM, "lora train: out of memory");
+    tt_tensor **host = calloc(2 * n, sizeof *host);
+    if (!folded || !host) s = tl_err(TL_ERR_NOMEM, "lora train: out of memory");
     if (!s) s = gguf_writer_set_str(w, "general.architecture", llm_arch_name(t->m->arch));
     if (!s) s = gguf_writer_set_str(w, "general.type", "adapter");
     if (!s) s = gguf_writer_set_str(w, "general.name", name ? name : "tallow finetune");
@@ -242,7 +283,11 @@ tl_status lora_train_export(const lora_trainee *t, const char *path, const char 
         const tt_tensor *A = t->a[i], *B = t->b[i];
         char nm[96];
         int64_t nea[2] = {A->shape[1], A->shape[0]}, neb[2] = {B->shape[1], B->shape[0]};
-        const float *bd = tt_data(B);
+        const float *ad = host_values(A, &host[2 * i]), *bd = host_values(B, &host[2 * i + 1]);
+        if (!ad || !bd) {
+            s = tl_err_prefix(TL_ERR_IO, "lora train: export: ");
+            break;
+        }
         if (alpha == 0) { /* fold s into B */
             size_t nb = (size_t)tt_numel(B);
             if (!(folded[i] = malloc(nb * sizeof(float)))) {
@@ -253,13 +298,15 @@ tl_status lora_train_export(const lora_trainee *t, const char *path, const char 
             bd = folded[i];
         }
         snprintf(nm, sizeof nm, "blk.%d.%s.weight.lora_a", (int)(i / LORA_W_COUNT), lora_wid_gguf((lora_wid)(i % LORA_W_COUNT)));
-        s = gguf_writer_add_tensor(w, nm, TL_TYPE_F32, 2, nea, tt_data(A), (size_t)tt_numel(A) * sizeof(float));
+        s = gguf_writer_add_tensor(w, nm, TL_TYPE_F32, 2, nea, ad, (size_t)tt_numel(A) * sizeof(float));
         snprintf(nm, sizeof nm, "blk.%d.%s.weight.lora_b", (int)(i / LORA_W_COUNT), lora_wid_gguf((lora_wid)(i % LORA_W_COUNT)));
         if (!s) s = gguf_writer_add_tensor(w, nm, TL_TYPE_F32, 2, neb, bd, (size_t)tt_numel(B) * sizeof(float));
     }
     if (!s) s = gguf_writer_write(w, path);
     gguf_writer_free(w);
     for (size_t i = 0; folded && i < n; i++) free(folded[i]);
+    for (size_t i = 0; host && i < 2 * n; i++) tt_free(host[i]);
     free(folded);
+    free(host);
     return s;
 }

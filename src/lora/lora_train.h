@@ -12,7 +12,8 @@
  * base model. Parameters are named by their GGUF tensors
  * ("blk.3.attn_q.weight.lora_a"), so checkpoints (tt_checkpoint_save over
  * the registry) and the exported file share one naming.
- * Owns: the adapter parameters and frozen f32 copies of the norms.
+ * Owns: the adapter parameters, frozen f32 copies of the norms and the
+ * frozen projections (borrowed on the CPU, device copies on CUDA).
  * Calls: train (public API), llm/model (the base's tensors), lora, io/gguf. */
 #ifndef TL_LORA_LORA_TRAIN_H
 #define TL_LORA_LORA_TRAIN_H
@@ -35,6 +36,8 @@ typedef struct lora_trainee {
     tt_tensor **a, **b;    /* [n_layer * LORA_W_COUNT] A [r, n_in] / B [n_out, r], NULL where not targeted */
     float *scale;          /* [n_layer * LORA_W_COUNT] s of each pair */
     tt_tensor **norm;      /* [2 * n_layer + 1] attn_norm, ffn_norm per layer, output_norm (f32 copies) */
+    tt_frozen **w;         /* [n_layer * LORA_W_COUNT + 1] the base projections, then the output head */
+    tt_device dev;         /* where all of the above live */
 } lora_trainee;
 
 /* Parse "q,k,v,o,gate,up,down" (or "all") into a targets mask. */
@@ -47,6 +50,10 @@ tl_status lora_train_init(lora_trainee *t, const tl_model *m, const lora_train_c
  * ranks replace cfg's; tests and continued training). */
 tl_status lora_train_init_from(lora_trainee *t, const tl_model *m, const tl_lora *l);
 void lora_train_free(lora_trainee *t);
+/* Move the trainee to dev (before tt_optim_init): the base projections are
+ * uploaded, the norms and the adapter moved; the host model stays as it
+ * is (the embedding rows are read from it). */
+tl_status lora_train_to(lora_trainee *t, tt_device dev);
 
 /* ids [B*T] -> logits [B, T, vocab]. */
 tt_tensor *lora_train_forward(tt_ctx *c, lora_trainee *t, const int32_t *ids, int64_t B, int64_t T);

@@ -2,15 +2,21 @@
  * type (f32, f16, bf16 or any quantized block type), for fine-tuning an
  * adapter on a model that is never converted to f32 as a whole:
  *   y[rows, out] = x[rows, in] @ W^T
- * W is dequantized a tile of rows at a time (about 1 MiB of f32, rows split
- * over the pool) and the tile's product runs through the f32 gemm; the
- * backward dequantizes the same tiles again for dx += dy @ W. W gets no
- * gradient and is only borrowed (it must outlive the step's backward).
- * Owns: nothing past a call. Calls: quant (dequantize), train/gemm. */
+ * On the CPU, W is borrowed and dequantized a tile of rows at a time (about
+ * 1 MiB of f32, rows split over the pool) and the tile's product runs
+ * through the f32 gemm; the backward dequantizes the same tiles again for
+ * dx += dy @ W. On CUDA, W is uploaded once in the engine's layout and
+ * dequantized whole into scratch for each matmul (train/cuda). W gets no
+ * gradient and must outlive the step's backward.
+ * Owns: a CUDA weight's device copy. Calls: quant (dequantize), train/gemm,
+ * train/cuda. */
 #include <stdlib.h>
 
 #include "quant/quant.h"
 #include "train/tt_internal.h"
+#ifdef TALLOW_CUDA
+#include "train/cuda/tcu.h"
+#endif
 
 typedef struct frozen_w {
     const void *w;
@@ -70,17 +76,63 @@ static tl_status bw_frozen(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     return s;
 }
 
-tt_tensor *tt_linear_frozen(tt_ctx *c, tt_tensor *x, const void *w, uint32_t type, int64_t n_in, int64_t n_out) {
-    TT__HOST_ONLY("linear_frozen", NULL, x);
-    if (!x) return NULL;
+struct tt_frozen {
+    tt_device dev;
+    frozen_w w; /* CPU: the borrowed bytes; CUDA: sizes and type only */
+    void *cu;   /* CUDA: the device copy (tcu_frozen) */
+};
+
+tl_status tt_frozen_init(tt_frozen **out, tt_device dev, const void *w, uint32_t type, int64_t n_in, int64_t n_out) {
+    *out = NULL;
     const tl_type_info *ti = tl_type_get(type);
     size_t rb = ti && n_in > 0 ? tl_row_bytes(type, n_in) : 0;
-    if (!w || !rb || n_out < 1 || x->dtype != TT_F32 || x->shape[x->ndim - 1] != n_in || !quant_kernels_get(type) ||
-        !quant_kernels_get(type)->to_float) {
-        tl_err(TL_ERR_INVALID, "train: linear_frozen: f32 x [..., %lld] with a %s W [%lld, %lld]",
-               (long long)x->shape[x->ndim - 1], tl_type_name(type), (long long)n_out, (long long)n_in);
+    if (!w || !rb || n_out < 1 || !quant_kernels_get(type) || !quant_kernels_get(type)->to_float)
+        return tl_err(TL_ERR_INVALID, "train: frozen weight: a %s W [%lld, %lld] cannot be read",
+                      ti ? tl_type_name(type) : "unknown-type", (long long)n_out, (long long)n_in);
+    if (!tt_device_available(dev))
+        return tl_err(TL_ERR_UNSUPPORTED, "train: frozen weight: device %s is not available", tt_device_name(dev));
+    tt_frozen *f = calloc(1, sizeof *f);
+    if (!f) return tl_err(TL_ERR_NOMEM, "train: frozen weight: out of memory");
+    *f = (tt_frozen){dev, {w, (tl_type)type, n_in, n_out, rb}, NULL};
+#ifdef TALLOW_CUDA
+    if (dev == TT_CUDA) {
+        tl_status s = tcu_frozen_upload((tcu_frozen **)&f->cu, w, type, n_in, n_out);
+        if (s) {
+            free(f);
+            return s;
+        }
+        f->w.w = NULL; /* not borrowed: the host bytes may go */
+    }
+#endif
+    *out = f;
+    return TL_OK;
+}
+
+void tt_frozen_free(tt_frozen *f) {
+    if (!f) return;
+#ifdef TALLOW_CUDA
+    tcu_frozen_free(f->cu);
+#endif
+    free(f);
+}
+
+tt_tensor *tt_linear_frozen(tt_ctx *c, tt_tensor *x, const tt_frozen *f) {
+    if (!x) return NULL;
+    if (!f) {
+        tl_err(TL_ERR_INVALID, "train: linear_frozen: no weight");
         return NULL;
     }
+    const int64_t n_in = f->w.n_in, n_out = f->w.n_out;
+    if (x->dtype != TT_F32 || x->shape[x->ndim - 1] != n_in || tt__dev(x) != f->dev) {
+        tl_err(TL_ERR_INVALID, "train: linear_frozen: f32 x [..., %lld] on %s with a %s W [%lld, %lld] on %s",
+               (long long)x->shape[x->ndim - 1], tt_device_name(tt__dev(x)), tl_type_name(f->w.type),
+               (long long)n_out, (long long)n_in, tt_device_name(f->dev));
+        return NULL;
+    }
+#ifdef TALLOW_CUDA
+    if (f->dev == TT_CUDA) return tt__cu_linear_frozen(c, x, (struct tcu_frozen *)f->cu, n_in, n_out);
+#endif
+    const frozen_w *w = &f->w;
     tt_tensor *xc = tt_contiguous(c, x);
     if (!xc) return NULL;
     int64_t sh[TT_MAX_DIMS], rows = tt_numel(x) / n_in;
@@ -93,7 +145,7 @@ tt_tensor *tt_linear_frozen(tt_ctx *c, tt_tensor *x, const void *w, uint32_t typ
         if (o) tl_err(TL_ERR_NOMEM, "train: linear_frozen: out of memory");
         return NULL;
     }
-    *fw = (frozen_w){w, (tl_type)type, n_in, n_out, rb};
+    *fw = *w;
     int64_t tl = tile_len(fw);
     float *tile = malloc((size_t)tl * (size_t)n_in * sizeof *tile);
     tl_status s = tile ? TL_OK : tl_err(TL_ERR_NOMEM, "train: linear_frozen: out of memory");

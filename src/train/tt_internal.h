@@ -105,6 +105,9 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
 bool tt__cu_attention_qkv_ok(const tt_ctx *c, int64_t D);
 tt_tensor *tt__cu_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t H, int64_t Hkv, bool causal, double scale);
 tt_tensor *tt__cu_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias);
+/* x [..., in] @ W^T for a frozen weight on the device (train/cuda/ops_frozen_cuda.c). */
+struct tcu_frozen;
+tt_tensor *tt__cu_linear_frozen(tt_ctx *c, tt_tensor *x, struct tcu_frozen *w, int64_t n_in, int64_t n_out);
 /* AdamW over CUDA parameters (train/cuda/optim_cuda.c); max_norm > 0 clips. */
 tl_status tt__cu_optim_step(tt_optim *o, double lr, double max_norm);
 double tt__cu_optim_norm(tt_optim *o);
