@@ -171,3 +171,22 @@ bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, boo
     else return false;
     return true;
 }
+
+bool args_train_flag(int argc, char **argv, int *i, tt_device *dev, tt_matmul_prec *mm, bool *ok) {
+    static const char *devs[] = {"cpu", "cuda"}, *mms[] = {"f32", "tf32", "bf16"};
+    const char *a = argv[*i], *v = NULL;
+    const bool is_dev = !strcmp(a, "--device");
+    if (!is_dev && strcmp(a, "--matmul")) return false;
+    if (!(*ok = args_str(argc, argv, i, &v))) return true;
+    const char **names = is_dev ? devs : mms;
+    const int n = is_dev ? 2 : 3;
+    for (int k = 0; k < n; k++)
+        if (!strcmp(v, names[k])) {
+            if (is_dev) *dev = k ? TT_CUDA : TT_CPU;
+            else *mm = k == 2 ? TT_MM_BF16 : k ? TT_MM_TF32 : TT_MM_F32;
+            return true;
+        }
+    fprintf(stderr, "tallow %s: %s '%s': use %s\n", argv[0], a, v, is_dev ? "cpu or cuda" : "f32, tf32 or bf16");
+    *ok = false;
+    return true;
+}

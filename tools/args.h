@@ -31,6 +31,14 @@ bool args_model_flag(int argc, char **argv, int *i, tl_model_params *mp, bool *o
 
 bool args_sampler_flag(int argc, char **argv, int *i, tl_sampler_params *sp, bool *ok);
 
+/* Flags shared by train and finetune: --device cpu|cuda and
+ * --matmul f32|tf32|bf16 (same contract as args_model_flag). */
+#include "tallow_train.h"
+#define ARGS_TRAIN_USAGE                                                                             \
+    "  --device cpu|cuda   where training runs (default cpu)\n"                                      \
+    "  --matmul f32|tf32|bf16  CUDA matmul precision (default f32; fp32 master weights)\n"
+bool args_train_flag(int argc, char **argv, int *i, tt_device *dev, tt_matmul_prec *mm, bool *ok);
+
 /* Read a whole file ("-": stdin) into a NUL-terminated malloc'd buffer (max 1 GiB). */
 char *args_read_file(const char *path, size_t *len);
 

@@ -3,7 +3,8 @@
  * train a LoRA adapter on a frozen GGUF model (src/lora/lora_train.c over the
  * training framework: AdamW, warmup + cosine schedule, gradient clipping,
  * safetensors checkpoints with exact resume) and write it as a GGUF adapter
- * that `tallow run --lora OUT.gguf` applies.
+ * that `tallow run --lora OUT.gguf` applies. --device cuda trains on the GPU
+ * with the base weights uploaded in their own GGUF type.
  *
  * --text: the file tokenized with the model's tokenizer; batches are random
  * windows of --ctx + 1 tokens from the first (1 - --val-frac) of it, the
@@ -48,7 +49,9 @@ static void finetune_usage(FILE *f) {
             "  --save-every N     (default 50)\n"
             "  --resume FILE      continue from a checkpoint (same base, data and options)\n"
             "  --seed N           initialisation and batch order (default 1)\n"
-            "  -t N               threads (default 2)\n");
+            "  -t N               threads (default 2)\n" ARGS_TRAIN_USAGE
+            "                     (cuda: the base weights are uploaded in their GGUF type: F32, F16, BF16,\n"
+            "                     Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)\n");
 }
 
 typedef struct ft_opts {
@@ -57,6 +60,8 @@ typedef struct ft_opts {
     float alpha, lr, wd, clip, val_frac;
     uint64_t seed;
     bool rslora;
+    tt_device dev;
+    tt_matmul_prec mm;
 } ft_opts;
 
 /* Chat rows: [n][ctx] ids and targets (-100 outside assistant turns). */
@@ -101,6 +106,7 @@ static bool ft_parse(int argc, char **argv, ft_opts *o) {
         else if (!strcmp(a, "--save-every")) ok = args_int(argc, argv, &i, 1, 1 << 30, &o->save_every);
         else if (!strcmp(a, "--seed")) ok = args_u64(argc, argv, &i, &o->seed);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = args_int(argc, argv, &i, 1, 1024, &o->threads);
+        else if (args_train_flag(argc, argv, &i, &o->dev, &o->mm, &ok)) (void)0; /* ok says whether it parsed */
         else {
             fprintf(stderr, "tallow finetune: unknown option '%s'\n", a);
             ok = false;
@@ -246,6 +252,10 @@ static tl_status ft_train(const tl_model *m, const ft_opts *o, const ft_data *d)
     lora_trainee t;
     tl_status s = lora_train_init(&t, m, &cfg);
     if (s) return s;
+    if ((s = lora_train_to(&t, o->dev))) {
+        lora_train_free(&t);
+        return s;
+    }
     tt_ctx *c = NULL;
     tt_optim opt;
     tt_optim_config oc = tt_optim_default(TT_OPT_ADAMW, o->lr);
@@ -255,6 +265,7 @@ static tl_status ft_train(const tl_model *m, const ft_opts *o, const ft_data *d)
     int32_t *tg = malloc((size_t)o->batch * (size_t)o->ctx * sizeof *tg);
     if (!ids || !tg) s = tl_err(TL_ERR_NOMEM, "out of memory");
     if (!s) s = tt_ctx_init(o->threads, &c);
+    if (!s) tt_ctx_set_matmul_prec(c, o->mm);
     if (!s) s = tt_optim_init(&opt, &oc, &t.reg.params);
     tt_rng rng;
     tt_rng_seed(&rng, o->seed ^ 0x5eedULL);
@@ -265,8 +276,9 @@ static tl_status ft_train(const tl_model *m, const ft_opts *o, const ft_data *d)
     }
     tt_schedule sch = {.kind = TT_SCHED_COSINE, .lr_max = o->lr, .lr_min = o->lr / 10, .warmup = o->warmup,
                        .total = o->steps};
-    printf("adapter: rank %d, alpha %g%s, %lld parameters over %d weights\n", o->rank, o->alpha,
-           o->rslora ? " (rsLoRA)" : "", (long long)tt_params_count(&t.reg.params), t.reg.params.n / 2);
+    printf("adapter: rank %d, alpha %g%s, %lld parameters over %d weights, device %s\n", o->rank, o->alpha,
+           o->rslora ? " (rsLoRA)" : "", (long long)tt_params_count(&t.reg.params), t.reg.params.n / 2,
+           tt_device_name(o->dev));
     double vl;
     if (!s && !(s = ft_eval(c, &t, d, o, ids, tg, &vl))) printf("step %lld: held-out loss %.4f\n", (long long)step, vl);
     int64_t t0 = tl_time_us();
@@ -282,10 +294,10 @@ static tl_status ft_train(const tl_model *m, const ft_opts *o, const ft_data *d)
         s = tt_backward(c, l);
         tt_ctx_reset(c);
         if (s) break;
-        double gn = o->clip > 0 ? tt_clip_grad_norm(&t.reg.params, o->clip) : 0;
         double lr = tt_schedule_lr(&sch, step);
-        if ((s = tt_optim_step(&opt, lr))) break;
-        printf("step %lld: loss %.4f, grad norm %.3f, lr %.2e, %.1f s\n", (long long)step + 1, loss, gn, lr,
+        if ((s = tt_optim_step_clipped(&opt, lr, o->clip))) break;
+        double gn = tt_optim_last_norm(&opt);
+        printf("step %lld: loss %.4f, grad norm %.3f, lr %.2e, %.3f s\n", (long long)step + 1, loss, gn, lr,
                (tl_time_us() - t0) / 1e6);
         fflush(stdout);
         if (o->eval_every && (step + 1) % o->eval_every == 0 && !(s = ft_eval(c, &t, d, o, ids, tg, &vl)))

@@ -46,8 +46,7 @@ static void train_usage(FILE *f) {
             "  --ctx N             context / training sequence length (default 128)\n"
             "  --batch N           sequences per step (default 8)\n"
             "  --accum N           micro-batches of --batch per optimizer step (default 1)\n"
-            "  --device cpu|cuda   where the model trains (default cpu; cuda: gpt2, AdamW)\n"
-            "  --matmul f32|tf32|bf16  CUDA matmul precision (default f32; fp32 master weights)\n"
+            ARGS_TRAIN_USAGE
             "  --steps N           optimizer steps (default 500)\n"
             "  --lr X --min-lr X --warmup N   peak lr (1e-3), final lr (lr/10), warmup steps (steps/20)\n"
             "  --wd X --clip X --dropout X    weight decay (0.1), grad-norm clip (1.0), dropout (0)\n"
@@ -165,7 +164,8 @@ static void fmt_eta(double s, char *out, size_t n) {
 
 int cmd_train(int argc, char **argv) {
     const char *text = NULL, *out = "train-out", *resume = NULL, *arch = "llama", *tokenizer = NULL;
-    const char *device = "cpu", *matmul = "f32";
+    tt_device dev = TT_CPU;
+    tt_matmul_prec mmp = TT_MM_F32;
     int32_t layers = 4, dim = 128, heads = 4, kv_heads = 0, ctxlen = 128, batch = 8, steps = 500, warmup = -1;
     int32_t accum = 1;
     int32_t eval_every = 100, eval_batches = 8, ckpt_every = 0, threads = 0, sample_len = 64;
@@ -181,8 +181,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--out")) ok = args_str(argc, argv, &i, &out);
         else if (!strcmp(a, "--resume")) ok = args_str(argc, argv, &i, &resume);
         else if (!strcmp(a, "--arch")) ok = args_str(argc, argv, &i, &arch);
-        else if (!strcmp(a, "--device")) ok = args_str(argc, argv, &i, &device);
-        else if (!strcmp(a, "--matmul")) ok = args_str(argc, argv, &i, &matmul);
+        else if (args_train_flag(argc, argv, &i, &dev, &mmp, &ok)) (void)0; /* ok says whether it parsed */
         else if (!strcmp(a, "--tokenizer")) ok = args_str(argc, argv, &i, &tokenizer);
         else if (!strcmp(a, "--layers")) ok = args_int(argc, argv, &i, 0, 256, &layers);
         else if (!strcmp(a, "--dim")) ok = args_int(argc, argv, &i, 8, 16384, &dim);
@@ -227,21 +226,6 @@ int cmd_train(int argc, char **argv) {
     else if (!strcmp(arch, "llama")) ar = TT_ARCH_LLAMA;
     else {
         fprintf(stderr, "tallow train: --arch must be gpt2 or llama\n");
-        return 2;
-    }
-    tt_device dev;
-    if (!strcmp(device, "cpu")) dev = TT_CPU;
-    else if (!strcmp(device, "cuda")) dev = TT_CUDA;
-    else {
-        fprintf(stderr, "tallow train: --device must be cpu or cuda\n");
-        return 2;
-    }
-    tt_matmul_prec mmp;
-    if (!strcmp(matmul, "f32")) mmp = TT_MM_F32;
-    else if (!strcmp(matmul, "tf32")) mmp = TT_MM_TF32;
-    else if (!strcmp(matmul, "bf16")) mmp = TT_MM_BF16;
-    else {
-        fprintf(stderr, "tallow train: --matmul must be f32, tf32 or bf16\n");
         return 2;
     }
     if (warmup < 0) warmup = steps / 20;
