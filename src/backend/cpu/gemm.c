@@ -20,6 +20,10 @@ void gemm_iq4_xs_1x4_avx2(int64_t n, float *s, const void *w, const uint8_t *y, 
 void gemm_q5_0_1x1_avx2(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
 void gemm_q5_1_1x1_avx2(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
 void gemm_q5_0_1x1_avx512(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
+void gemm_q8_0_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
+void gemm_q4_0_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
+void gemm_q4_1_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
+void gemm_iq4_nl_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
 void gemm_q5_1_1x1_avx512(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
 
 void gemm_f16_1x4_avx2(int64_t n, float *s, const uint16_t *w, const float *y, size_t y_stride);
@@ -53,6 +57,17 @@ gemm_1x4_fn gemm_get_1x4(tl_type t) {
     case TL_TYPE_Q5_K: return gemm_q5_k_1x4_avx2;
     case TL_TYPE_Q6_K: return gemm_q6_k_1x4_avx2;
     case TL_TYPE_IQ4_XS: return gemm_iq4_xs_1x4_avx2;
+    default: return 0;
+    }
+}
+
+gemm_4x1_fn gemm_get_4x1(tl_type t) {
+    if (!tl_cpu_use_avx512()) return 0;
+    switch (t) {
+    case TL_TYPE_Q8_0: return gemm_q8_0_4x1_avx512;
+    case TL_TYPE_Q4_0: return gemm_q4_0_4x1_avx512;
+    case TL_TYPE_Q4_1: return gemm_q4_1_4x1_avx512;
+    case TL_TYPE_IQ4_NL: return gemm_iq4_nl_4x1_avx512;
     default: return 0;
     }
 }

@@ -43,6 +43,13 @@ typedef void (*gemm_1x1_fn)(int64_t n, float *s, const void *w, const uint8_t *y
 /* The 1x1 kernel for weight type t on this CPU, or NULL (use vec_dot). */
 gemm_1x1_fn gemm_get_1x1(tl_type t);
 
+/* One token over 4 weight rows w, w + rb, w + 2 rb, w + 3 rb (decode):
+ * s[r] = dot(row r, y), ds1 as for gemm_1x1_fn. */
+typedef void (*gemm_4x1_fn)(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
+
+/* The 4-row kernel for weight type t on this CPU, or NULL (rows one by one). */
+gemm_4x1_fn gemm_get_4x1(tl_type t);
+
 /* Fill ds1 [n/32][2] for one activation row y of type at (Q8_0 / Q8_1). */
 void gemm_prep_scales1(tl_type at, int64_t n, const uint8_t *y, float *ds1);
 

@@ -212,9 +212,16 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1, int ith) {
                 const uint8_t *xj = t->xq + (size_t)j * t->xrow;
                 float *yj = y + j * n_out;
                 if (t->g1) {
+                    const gemm_4x1_fn g41 = gemm_get_4x1(w->type);
                     const gemm_1x1_fn g1 = gemm_get_1x1(w->type);
                     const float *ds1 = t->gscale + j * nb * 2;
-                    for (int64_t r = rb; r < re; r++) g1(k, &yj[r], wd + (size_t)r * w->nb[1], xj, ds1);
+                    int64_t r = rb;
+                    if (g41)
+                        for (; r + 4 <= re; r += 4) g41(k, &yj[r], wd + (size_t)r * w->nb[1], w->nb[1], xj, ds1);
+                    for (; r < re; r++) {
+                        if (g1) g1(k, &yj[r], wd + (size_t)r * w->nb[1], xj, ds1);
+                        else dot(k, &yj[r], wd + (size_t)r * w->nb[1], xj);
+                    }
                 } else {
                     for (int64_t r = rb; r < re; r++) dot(k, &yj[r], wd + (size_t)r * w->nb[1], xj);
                 }
@@ -340,9 +347,9 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
             t.panel_stride = c->panel_stride;
         }
         t.g4 = g4;
-        /* fewer than 4 tokens (decode): the 1x1 kernels, with a per-token table */
+        /* fewer than 4 tokens (decode): the 1x1 and 4-row kernels, with a per-token table */
         bool g1 = m < 4 && !few && q8 && t.k % 32 == 0 && (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
-        for (int i = 0; i < n_w && g1; i++) g1 = gemm_get_1x1(ws[i]->type) != NULL;
+        for (int i = 0; i < n_w && g1; i++) g1 = gemm_get_1x1(ws[i]->type) || gemm_get_4x1(ws[i]->type);
         t.g1 = g1;
         t.gscale = (g4 && q8) || g1 || panel ? c->gscale : NULL;
         mm_task ct = t;
