@@ -346,6 +346,7 @@ static tt_tensor *unary(tt_ctx *c, int op, tt_tensor *x, double p) {
 #ifdef TALLOW_CUDA
     if (op == U_GELU_TANH && x && tt__dev(x) == TT_CUDA) return tt__cu_gelu_tanh(c, x);
     if (op == U_SILU && x && tt__dev(x) == TT_CUDA) return tt__cu_silu(c, x);
+    if (op == U_SCALE && x && tt__dev(x) == TT_CUDA) return tt__cu_scale(c, x, p);
 #endif
     if (!tt__check_compute(x, un_names[op])) return NULL;
     tt_tensor *xc = tt_contiguous(c, x); /* recorded, so grads reach a strided x */

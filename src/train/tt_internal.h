@@ -95,6 +95,7 @@ tt_tensor *tt__cu_add(tt_ctx *c, tt_tensor *a, tt_tensor *b);
 tt_tensor *tt__cu_gelu_tanh(tt_ctx *c, tt_tensor *x);
 tt_tensor *tt__cu_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps, bool rms);
 tt_tensor *tt__cu_silu(tt_ctx *c, tt_tensor *x);
+tt_tensor *tt__cu_scale(tt_ctx *c, tt_tensor *x, double a);
 tt_tensor *tt__cu_mul(tt_ctx *c, tt_tensor *a, tt_tensor *b);
 tt_tensor *tt__cu_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta);
 tt_tensor *tt__cu_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndim, const int64_t *shape);

@@ -163,7 +163,8 @@ static void test_trainee(const char *path) {
     tt_ctx *c;
     tt_ctx_init(2, &c);
     const char *wn;
-    for (int step = 0; step < 4; step++) {
+    int steps = 0;
+    for (int step = 0; step < 4; step++, steps++) {
         tt_params_zero_grad(&h.reg.params);
         tt_params_zero_grad(&d.reg.params);
         tt_tensor *lh = lora_train_loss(c, &h, ids, tg, B, T), *ld = lora_train_loss(c, &d, ids, tg, B, T);
@@ -183,6 +184,7 @@ static void test_trainee(const char *path) {
         if (step == 3) printf("%s: loss after 3 steps %.7f vs %.7f\n", path, vh, vd);
     }
     double ep = worst_param(&d, &h, false, &wn);
+    CHECK(steps == 4, "%s: %d of 4 steps ran", path, steps);
     CHECK(ep < 1e-4, "%s adapters after 4 steps rel err %.3g (%s)", path, ep, wn);
     printf("%s: adapters after 4 steps rel err %.2e (%s)\n", path, ep, wn);
     const char *out = "/tmp/tallow_lora_cuda_export.gguf";

@@ -131,6 +131,7 @@ static tt_tensor *f_gelu(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_g
 static tt_tensor *f_ln(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_layernorm(c, in[0], in[1], in[2], 1e-5); }
 static tt_tensor *f_rms(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_rmsnorm(c, in[0], in[1], 1e-5); }
 static tt_tensor *f_silu(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_silu(c, in[0]); }
+static tt_tensor *f_scale(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_scale(c, in[0], 0.37); }
 static tt_tensor *f_mul(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_mul(c, in[0], in[1]); }
 static tt_tensor *f_rope(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_rope(c, in[0], 3, 10000.0); }
 static tt_tensor *f_lin(tt_ctx *c, tt_tensor *const *in, void *a) { return tt_linear(c, in[0], in[1], in[2]); }
@@ -203,6 +204,7 @@ static void test_ops(void) {
         int64_t a[3] = {3, 41, 50}, r[4] = {2, 19, 3, 16};
         tt_tensor *in[2] = {rnd(3, a, 2), rnd(3, a, 1)};
         twin("silu", f_silu, NULL, 1, in, 1e-5);
+        twin("scale", f_scale, NULL, 1, in, 1e-6);
         twin("mul", f_mul, NULL, 2, in, 1e-6);
         tt_free(in[0]);
         tt_free(in[1]);

@@ -640,6 +640,26 @@ tt_tensor *tt__cu_silu(tt_ctx *c, tt_tensor *x) {
     return o;
 }
 
+/* ---- scale: a * x (the LoRA term's s) ---- */
+static tl_status bw_scale(tt_ctx *c, tt_node *n, const tt_tensor *g) {
+    if (!tt__need(n, 0)) return TL_OK;
+    bool add;
+    float *gx = grad_of(n->in[0], &add);
+    float a;
+    memcpy(&a, n->extra, sizeof a);
+    return gx ? tcu_scale(gx, add, F(g), a, tt_numel(g)) : TL_ERR_NOMEM;
+}
+
+tt_tensor *tt__cu_scale(tt_ctx *c, tt_tensor *x, double a) {
+    if (!cu_check("scale", &x, 1, 1)) return NULL;
+    x = tt_contiguous(c, x);
+    if (!x) return NULL;
+    const float af = (float)a;
+    tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, x->shape);
+    if (!o || tcu_scale(F(o), false, F(x), af, tt_numel(x)) != TL_OK) return NULL;
+    return record_saved(c, "scale", bw_scale, o, &x, 1, &af, sizeof af) ? o : NULL;
+}
+
 static tl_status bw_mul(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     for (int i = 0; i < 2; i++) {
         if (!tt__need(n, i)) continue;

@@ -74,6 +74,8 @@ tl_status tcu_gelu_tanh_bwd(float *gx, bool gx_add, const float *g, const float 
 tl_status tcu_silu_fwd(float *y, const float *x, int64_t n);
 tl_status tcu_silu_bwd(float *gx, bool gx_add, const float *g, const float *x, int64_t n);
 tl_status tcu_mul(float *y, bool add, const float *a, const float *b, int64_t n);
+/* y (=|+=) a * x */
+tl_status tcu_scale(float *y, bool add, const float *x, float a, int64_t n);
 tl_status tcu_rope(float *y, bool add, const float *x, const float *cs, int64_t rows, int64_t T, int64_t H, int64_t D,
                    int dir);
 /* y [M, N] = x [M, K] @ w[N, K]^T (+ bias[N]); mode: TCU_MM_*; scratch for

@@ -425,6 +425,20 @@ extern "C" tl_status tcu_mul(float *y, bool add, const float *a, const float *b,
     return tcu_check("mul");
 }
 
+/* y (=|+=) a * x: tt_scale and its backward */
+__global__ void k_scale(float *y, bool add, const float *x, float a, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float r = a * x[i];
+        y[i] = add ? y[i] + r : r;
+    }
+}
+
+extern "C" tl_status tcu_scale(float *y, bool add, const float *x, float a, int64_t n) {
+    TCU_STATE(s);
+    if (n) k_scale<<<tcu_blocks(n, 256), 256, 0, s->stream>>>(y, add, x, a, n);
+    return tcu_check("scale");
+}
+
 /* x [rows = B*T*H, D], row r at position t = (r / H) % T; cs [T, D] holds
  * (cos, sin) pairs; dir -1 rotates back (the backward). */
 __global__ void k_rope(float *y, bool add, const float *x, const float *cs, int64_t rows, int64_t T, int64_t H,
