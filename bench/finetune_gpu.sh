@@ -7,7 +7,8 @@
 #   cli:   tallow finetune --device cuda on a random-weight SmolLM2-135M
 #          shape (q4_1), held-out loss, then tallow run --lora on cpu and cuda
 #   speed: finetune step time, cpu (all cores) vs cuda f32/bf16, on the
-#          135M shape and (cuda) the Llama-3-8B shape (q4_0)
+#          135M shape and (cuda) the Llama-3-8B shape (q4_0); SPEED_135 (default
+#          "cpu:f32 cuda:f32 cuda:bf16") and SPEED_8B (default "bf16 tf32 f32") pick the runs
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-gpu}
@@ -47,14 +48,14 @@ for dev in cpu cuda; do
   note "run $dev rc=$?: adapter changes the output: $(cmp -s "$LOG/run_base_$dev.log" "$LOG/run_lora_$dev.log" && echo no || echo yes)"
 done
 
-for cfg in "cpu f32 s135" "cuda f32 s135" "cuda bf16 s135"; do
-  set -- $cfg
+for cfg in ${SPEED_135:-cpu:f32 cuda:f32 cuda:bf16}; do
+  set -- ${cfg/:/ } s135
   timeout 200 $T finetune --device $1 --matmul $2 -t "$(nproc)" -m /tmp/$3.gguf --text /tmp/ft.txt --steps 8 \
     --batch 4 --ctx 256 -o /tmp/x.gguf > "$LOG/speed_$1_$2_$3.log" 2>&1
   note "speed $1 $2 $3 B4 T256 rc=$?: median step $(step_ms "$LOG/speed_$1_$2_$3.log") ms"
 done
 timeout 150 $T synth --shape llama3-8b --type q4_0 -o /tmp/l8b.gguf > /dev/null 2>&1
-for mm in bf16 tf32 f32; do
+for mm in ${SPEED_8B:-bf16 tf32 f32}; do
   timeout 150 $T finetune --device cuda --matmul $mm -m /tmp/l8b.gguf --text /tmp/ft.txt --steps 6 --batch 4 \
     --ctx 256 --eval-batches 1 --lora-rank 16 -o /tmp/x.gguf > "$LOG/speed_cuda_${mm}_l8b.log" 2>&1
   note "speed cuda $mm llama3-8b q4_0 r16 B4 T256 rc=$?: median step $(step_ms "$LOG/speed_cuda_${mm}_l8b.log") ms"
