@@ -1,15 +1,14 @@
 /* AVX-512 VNNI bodies of the one-token kernels over 4 weight rows (see
- * gemm.h, gemm_4x1_fn) for the Q8_K-activation types Q2_K, Q3_K, Q6_K and
- * IQ4_XS.
+ * gemm.h, gemm_4x1_fn) for the Q8_K-activation types Q2_K, Q3_K and IQ4_XS.
  *
  * As in gemm_rows_avx512.c a row sits in each 128-bit lane: 16 bytes of the
  * 4 rows' quants meet the matching 16 activation bytes, broadcast to every
- * lane, in one instruction. Q2_K, Q3_K and Q6_K: 16 bytes of a row are one
+ * lane, in one instruction. Q2_K and Q3_K: 16 bytes of a row are one
  * 16-element group once shifted and masked, so vpmaddubsw gives the group's
  * products as int16 pairs and vpdpwssd multiplies them by the row's group
  * scale (int16, one vpshufb from the row's 16 scales unpacked once per
- * block) into int32. The weights enter unsigned; the mins (Q2_K) or offsets
- * (Q3_K: 4, Q6_K: 32) come back from Q8_K's per-16 sums, one vpdpwssd of a
+ * block) into int32. The weights enter unsigned; the mins (Q2_K) or the
+ * offset 4 (Q3_K) come back from Q8_K's per-16 sums, one vpdpwssd of a
  * row's 8 scales by 8 broadcast sums. IQ4_XS: the codebook values flipped
  * to unsigned (+128) meet the activations in vpdpbusd per 32-element
  * sub-block, vpmulld by the sub-block scale, the +128 taken off via the
@@ -115,51 +114,6 @@ void gemm_q3_k_4x1_avx512(int64_t n, float *s, const void *vw, size_t rb, const 
         }
         const __m512i sumi = _mm512_sub_epi32(sum, _mm512_slli_epi32(offs, 2));
         const __m512 dw = gr_f16x4(b, rb, offsetof(blk_q3_k, d));
-        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sumi), dw), _mm512_set1_ps(y[i].d), acc);
-    }
-    gr_store4(s, acc);
-}
-
-/* Q6_K: 16 bytes at ql + 64h + 16j hold group 8h + j in their low nibbles
- * and 8h + 4 + j in their high ones; the 2 high bits of those groups are
- * bits 2 (j / 2) and 2 (j / 2) + 4 of qh[32h + 16 (j % 2) ..]; u = q in
- * 0..63, the value + 32 */
-void gemm_q6_k_4x1_avx512(int64_t n, float *s, const void *vw, size_t rb, const uint8_t *vy, const float *ds1) {
-    (void)ds1;
-    const uint8_t *w = vw;
-    const blk_q8_k *y = (const blk_q8_k *)vy;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint8_t *b = w + (size_t)i * sizeof(blk_q6_k);
-        k_prefetch(w, rb, i, sizeof(blk_q6_k));
-        const __m512i sc8 = gr_rows16(b, rb, offsetof(blk_q6_k, scales));
-        const __m512i s_lo = _mm512_srai_epi16(_mm512_unpacklo_epi8(sc8, sc8), 8);
-        const __m512i s_hi = _mm512_srai_epi16(_mm512_unpackhi_epi8(sc8, sc8), 8);
-        const __m512i offs = k_bsum_dot(s_lo, s_hi, &y[i]);
-        __m512i sum = z;
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m512i qh0 = gr_rows16(b, rb, offsetof(blk_q6_k, qh) + 32 * h);
-            const __m512i qh1 = gr_rows16(b, rb, offsetof(blk_q6_k, qh) + 32 * h + 16);
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                const __m512i l = gr_rows16(b, rb, offsetof(blk_q6_k, ql) + 64 * h + 16 * j), qh = j % 2 ? qh1 : qh0;
-                /* bits 2 (j / 2) .. +1 of qh at bits 4..5 */
-                const __m512i hlo = j / 2 ? _mm512_slli_epi16(qh, 2) : _mm512_slli_epi16(qh, 4);
-                const __m512i hhi = j / 2 ? _mm512_srli_epi16(qh, 2) : qh;
-                const __m512i ulo = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(hlo, m30));
-                const __m512i uhi =
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(hhi, m30));
-                const int glo = 8 * h + j, ghi = 8 * h + 4 + j;
-                sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(ulo, gr_bcast16(y[i].qs + 16 * glo)),
-                                          k_pick16(s_lo, s_hi, glo));
-                sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(uhi, gr_bcast16(y[i].qs + 16 * ghi)),
-                                          k_pick16(s_lo, s_hi, ghi));
-            }
-        }
-        const __m512i sumi = _mm512_sub_epi32(sum, _mm512_slli_epi32(offs, 5));
-        const __m512 dw = gr_f16x4(b, rb, offsetof(blk_q6_k, d));
         acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sumi), dw), _mm512_set1_ps(y[i].d), acc);
     }
     gr_store4(s, acc);
