@@ -25,6 +25,9 @@ void gemm_q4_0_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const u
 void gemm_q4_1_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
 void gemm_iq4_nl_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
 void gemm_q5_1_1x1_avx512(int64_t n, float *s, const void *w, const uint8_t *y, const float *ds1);
+void gemm_q2_k_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
+void gemm_q3_k_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
+void gemm_iq4_xs_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1);
 
 void gemm_f16_1x4_avx2(int64_t n, float *s, const uint16_t *w, const float *y, size_t y_stride);
 void gemm_f16_1x1_avx2(int64_t n, float *s, const uint16_t *w, const float *y);
@@ -68,6 +71,9 @@ gemm_4x1_fn gemm_get_4x1(tl_type t) {
     case TL_TYPE_Q4_0: return gemm_q4_0_4x1_avx512;
     case TL_TYPE_Q4_1: return gemm_q4_1_4x1_avx512;
     case TL_TYPE_IQ4_NL: return gemm_iq4_nl_4x1_avx512;
+    case TL_TYPE_Q2_K: return gemm_q2_k_4x1_avx512;
+    case TL_TYPE_Q3_K: return gemm_q3_k_4x1_avx512;
+    case TL_TYPE_IQ4_XS: return gemm_iq4_xs_4x1_avx512;
     default: return 0;
     }
 }

@@ -18,36 +18,26 @@
  * the loop on its slowest line). */
 #include <immintrin.h>
 #include <stddef.h>
-#include <string.h>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_rows_avx512.h"
 #include "quant/quant_internal.h"
 
 enum { R_Q8_0, R_Q4_0, R_Q4_1, R_IQ4_NL };
-
-/* 16 bytes at off of each of the 4 rows w, w + rb, ..., one per 128-bit lane */
-static inline __m512i r_rows16(const uint8_t *w, size_t rb, size_t off) {
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w + off)));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(w + rb + off)), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(w + 2 * rb + off)), 2);
-    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(w + 3 * rb + off)), 3);
-}
-
-static inline __m512i r_bcast16(const uint8_t *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
 
 /* The 4 rows' integer sums of block b (at byte b of each row): 4 int32
  * lanes per row adding up to sum(u * y) over the block's 32 values. */
 static inline __attribute__((always_inline)) __m512i r_block(int f, const uint8_t *b, size_t rb, const uint8_t *yq,
                                                                __m512i table) {
-    const __m512i ya = r_bcast16(yq), yb = r_bcast16(yq + 16), z = _mm512_setzero_si512();
+    const __m512i ya = gr_bcast16(yq), yb = gr_bcast16(yq + 16), z = _mm512_setzero_si512();
     if (f == R_Q8_0) {
         const __m512i flip = _mm512_set1_epi8((char)0x80);
-        const __m512i a = _mm512_xor_si512(r_rows16(b, rb, offsetof(blk_q8_0, qs)), flip);
-        const __m512i c = _mm512_xor_si512(r_rows16(b, rb, offsetof(blk_q8_0, qs) + 16), flip);
+        const __m512i a = _mm512_xor_si512(gr_rows16(b, rb, offsetof(blk_q8_0, qs)), flip);
+        const __m512i c = _mm512_xor_si512(gr_rows16(b, rb, offsetof(blk_q8_0, qs) + 16), flip);
         return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, a, ya), c, yb);
     }
     const size_t qo = f == R_Q4_1 ? offsetof(blk_q4_1, qs) : offsetof(blk_q4_0, qs);
-    const __m512i w = r_rows16(b, rb, qo), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i w = gr_rows16(b, rb, qo), m4 = _mm512_set1_epi8(0x0F);
     __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
     if (f == R_IQ4_NL) {
         const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -55,23 +45,6 @@ static inline __attribute__((always_inline)) __m512i r_block(int f, const uint8_
         hi = _mm512_xor_si512(_mm512_shuffle_epi8(table, hi), flip);
     }
     return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, ya), hi, yb);
-}
-
-static inline int r_u16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return h;
-}
-
-/* the fp16 field at off of the 4 rows' block, as floats repeated over each
- * row's 4 lanes (read next to the block's values, in the same lines) */
-static inline __m512 r_scales(const uint8_t *b, size_t rb, size_t off) {
-    __m128i h = _mm_cvtsi32_si128(r_u16(b + off));
-    h = _mm_insert_epi16(h, r_u16(b + rb + off), 1);
-    h = _mm_insert_epi16(h, r_u16(b + 2 * rb + off), 2);
-    h = _mm_insert_epi16(h, r_u16(b + 3 * rb + off), 3);
-    const __m512i rep = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    return _mm512_permutexvar_ps(rep, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
 }
 
 static inline __attribute__((always_inline)) void r_4x1(int f, int64_t n, float *s, const void *vw, size_t rb,
@@ -95,20 +68,16 @@ static inline __attribute__((always_inline)) void r_4x1(int f, int64_t n, float 
         _mm_prefetch(nx + 64, _MM_HINT_T0);
         const __m512 p = _mm512_cvtepi32_ps(r_block(f, b, rb, y + (size_t)i * ys + yo, table));
         const __m512 dy = _mm512_set1_ps(ds1[2 * i]), sy = _mm512_set1_ps(off * ds1[2 * i + 1]);
-        const __m512 dw = r_scales(b, rb, 0);
+        const __m512 dw = gr_f16x4(b, rb, 0);
         if (f == R_Q4_1) {
             acc = _mm512_fmadd_ps(_mm512_mul_ps(p, dy), dw, acc);
-            accm = _mm512_fmadd_ps(sy, r_scales(b, rb, offsetof(blk_q4_1, m)), accm);
+            accm = _mm512_fmadd_ps(sy, gr_f16x4(b, rb, offsetof(blk_q4_1, m)), accm);
         } else {
             acc = _mm512_fmadd_ps(_mm512_fmadd_ps(p, dy, sy), dw, acc);
         }
     }
     if (f == R_Q4_1) acc = _mm512_add_ps(acc, accm);
-    /* each row's 4 lanes */
-    __m512 t = _mm512_add_ps(acc, _mm512_permute_ps(acc, _MM_SHUFFLE(2, 3, 0, 1)));
-    t = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(1, 0, 3, 2)));
-    const __m512 r4 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), t);
-    _mm_storeu_ps(s, _mm512_castps512_ps128(r4));
+    gr_store4(s, acc);
 }
 
 void gemm_q8_0_4x1_avx512(int64_t n, float *s, const void *w, size_t rb, const uint8_t *y, const float *ds1) {

@@ -29,7 +29,7 @@ typedef struct mm_task {
     const float *x;       /* source activations, for the conversion pass */
     float *gscale;        /* per 4-token group scale tables for the 1x4 kernels (Q8_0/Q8_1), or NULL */
     bool g4;              /* every weight has a 1x4 kernel for its type */
-    bool g1;              /* m < 4 and every weight has a 1x1 kernel: gscale holds [m][k/32][2] */
+    bool g1;              /* m < 4 (Q8_K: m == 1), every weight has a 1x1 or 4-row kernel; Q8_0/Q8_1: gscale holds [m][k/32][2] */
     bool f16_gemm;        /* F16 weights, xq holds f16-rounded f32 activations */
     bool f16_panel;       /* ... in token groups for the AVX-512 F16 panel kernel (gemm.h) */
     bool bf16_panel;      /* BF16 weights, xq holds bf16 activations in token pairs groups (gemm.h) */
@@ -214,7 +214,7 @@ static void mm_rows(const mm_task *t, int wi, int64_t r0, int64_t r1, int ith) {
                 if (t->g1) {
                     const gemm_4x1_fn g41 = gemm_get_4x1(w->type);
                     const gemm_1x1_fn g1 = gemm_get_1x1(w->type);
-                    const float *ds1 = t->gscale + j * nb * 2;
+                    const float *ds1 = t->gscale ? t->gscale + j * nb * 2 : NULL;
                     int64_t r = rb;
                     if (g41)
                         for (; r + 4 <= re; r += 4) g41(k, &yj[r], wd + (size_t)r * w->nb[1], w->nb[1], xj, ds1);
@@ -347,18 +347,22 @@ tl_status ops_matmul_multi_ld(ops_ctx *c, const tl_tensor *const *ws, int n_w, c
             t.panel_stride = c->panel_stride;
         }
         t.g4 = g4;
-        /* fewer than 4 tokens (decode): the 1x1 and 4-row kernels, with a per-token table */
-        bool g1 = m < 4 && !few && q8 && t.k % 32 == 0 && (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n;
-        for (int i = 0; i < n_w && g1; i++) g1 = gemm_get_1x1(ws[i]->type) || gemm_get_4x1(ws[i]->type);
+        /* fewer than 4 tokens (decode): the 1x1 and 4-row kernels, with a
+         * per-token table for Q8_0/Q8_1; one Q8_K token: the 4-row kernels,
+         * which read the Q8_K block's d and sums */
+        const bool g1k = m == 1 && vt == TL_TYPE_Q8_K;
+        bool g1 = (m < 4 && !few && q8 && t.k % 32 == 0 && (size_t)m * (size_t)(t.k / 32) * 2 <= c->gscale_n) || g1k;
+        for (int i = 0; i < n_w && g1; i++)
+            g1 = (!g1k && gemm_get_1x1(ws[i]->type)) || gemm_get_4x1(ws[i]->type);
         t.g1 = g1;
-        t.gscale = (g4 && q8) || g1 || panel ? c->gscale : NULL;
+        t.gscale = (g4 && q8) || (g1 && q8) || panel ? c->gscale : NULL;
         mm_task ct = t;
         ct.qk[0] = conv;
         if (m == 1 && !panel)
             conv->from_float(x, c->wbuf, t.k);
         else
             tl_threadpool_run(c->tp, mm_convert_task, &ct);
-        for (int64_t j = 0; j < m && g1; j++)
+        for (int64_t j = 0; j < m && g1 && q8; j++)
             gemm_prep_scales1(vt, t.k, t.xq + (size_t)j * t.xrow, t.gscale + j * (t.k / 32) * 2);
     }
     tl_threadpool_run(c->tp, mm_dot_task, &t);
