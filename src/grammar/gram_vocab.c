@@ -8,7 +8,6 @@
  * is built per model and shared by all grammars over it.
  * Owns: the trie and the token kinds. Calls: base. */
 #include <stdbool.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +75,29 @@ static tl_status gv_summaries(tl_grammar_vocab *v, int32_t *path) {
     return TL_OK;
 }
 
+/* The decoder's state after token t's bytes (GV_U8_BAD once one is ill-formed). */
+static int gv_u8_end(const tl_grammar_vocab *v, int32_t t) {
+    int u = 0;
+    for (size_t k = v->off[t]; k < v->off[t + 1] && u != GV_U8_BAD; k++) u = gv_u8_step(u, (uint8_t)v->blob[k]);
+    return u;
+}
+
+/* mid[]: the text tokens that end inside a well-formed character. */
+static tl_status gv_mid(tl_grammar_vocab *v) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < v->n_vocab; i++) {
+        int u = v->kind[i] == GV_TEXT ? gv_u8_end(v, i) : 0;
+        n += u != 0 && u != GV_U8_BAD;
+    }
+    v->mid = malloc(((size_t)n + 1) * sizeof *v->mid);
+    if (!v->mid) return tl_err(TL_ERR_NOMEM, "grammar vocab: out of memory");
+    for (int32_t i = 0; i < v->n_vocab; i++) {
+        int u = v->kind[i] == GV_TEXT ? gv_u8_end(v, i) : 0;
+        if (u != 0 && u != GV_U8_BAD) v->mid[v->n_mid++] = i;
+    }
+    return TL_OK;
+}
+
 typedef struct gv_sort {
     const uint8_t *s;
     size_t n;
@@ -99,6 +121,7 @@ void tl_grammar_vocab_free(tl_grammar_vocab *v) {
     free(v->u8_clean);
     free(v->maxc);
     free(v->toks);
+    free(v->mid);
     free(v->kind);
     free(v->blob);
     free(v->off);
@@ -187,6 +210,12 @@ tl_status tl_grammar_vocab_init_pieces(int32_t n, const char *const *text, const
         return st;
     }
     v->n_text = m;
+    if ((st = gv_mid(v))) {
+        free(open);
+        free(srt);
+        tl_grammar_vocab_free(v);
+        return st;
+    }
     for (int32_t i = 0; i < n; i++)
         if (v->off[i + 1] - v->off[i] > v->max_len) v->max_len = v->off[i + 1] - v->off[i];
     free(open);

@@ -44,6 +44,10 @@ struct tl_grammar_vocab {
     /* per node: the most characters any token below starts after the node */
     uint16_t *maxc;
     int32_t *toks;  /* text tokens sorted by bytes */
+    /* text tokens whose bytes end inside a UTF-8 character, well-formed up
+     * to there (a lead byte and fewer continuation bytes than it needs) */
+    int32_t *mid;
+    int32_t n_mid;
     uint8_t *kind;  /* [n_vocab] */
     char *blob;     /* the text of token i is blob[off[i] .. off[i + 1]) */
     size_t *off;    /* [n_vocab + 1] */
