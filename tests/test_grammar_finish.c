@@ -246,6 +246,21 @@ static const char *json_prefixes[] = {
     "{\"a\": {\"b\": ", "{\"a\": 12", "{\"a\": [\"", "{\"", "{\"a\": \"\",",
 };
 #define N_JSON_PRE ((int)(sizeof json_prefixes / sizeof *json_prefixes))
+/* strings of bounded length: every character a new state, at the same
+ * distance (at most 12) or one closer (at least 3), or farther after
+ * being closer (up to 3 letters, or 5 to 8 and a mark) */
+static const char *bounded[] = {"root ::= \"\\\"\" [^\"\\\\]{0,12} \"\\\"\"",
+                                "root ::= \"\\\"\" [^\"\\\\]{3,12} \"\\\"\""};
+static const char *bounded_prefixes[] = {"\"", "\"a", "\"abc\xe4", "\"abcdefghij"};
+
+static void check_bounded(tl_grammar_vocab *v, int32_t n, const char *const *text, const size_t *len,
+                          const uint8_t *kind) {
+    check_visits(v, n, text, len, kind, "string{0,12}", bounded[0], bounded_prefixes, 4);
+    check_visits(v, n, text, len, kind, "string{3,12}", bounded[1], bounded_prefixes, 4);
+    const char *gap = "root ::= \"\\\"\" ( [a-z]{0,3} | [a-z]{5,8} \"!\" ) \"\\\"\"";
+    const char *gp[] = {"\"", "\"a", "\"ab", "\"abcde"};
+    check_visits(v, n, text, len, kind, "letters{0,3}|{5,8}!", gap, gp, 4);
+}
 
 static void test_visits(tl_grammar_vocab *v) {
     uint8_t k[NV];
@@ -254,6 +269,7 @@ static void test_visits(tl_grammar_vocab *v) {
     const char *list = "root ::= \"[\" (str (\",\" str)*)? \"]\"\nstr ::= \"\\\"\" [a-z]{2,} \"\\\"\"";
     const char *lp[] = {"[\"a", "[\"abc\",", "[\"ab"};
     check_visits(v, NV, piece, piece_len, k, "list", list, lp, 3);
+    check_bounded(v, NV, piece, piece_len, k);
 }
 
 /* The same on Qwen3's vocabulary (skipped when ../shared/tokenizers is
@@ -280,6 +296,7 @@ static void test_visits_qwen3(void) {
         CHECK(tl_grammar_vocab_init_pieces(n, text, len, kind, &v) == TL_OK, "%s", tl_last_error());
     }
     if (v) check_visits(v, n, text, len, kind, "json on qwen3", tl_grammar_json_gbnf(), json_prefixes, N_JSON_PRE);
+    if (v) check_bounded(v, n, text, len, kind);
     tl_grammar_vocab_free(v);
     free(text), free(len), free(kind);
     tok_free(tv);

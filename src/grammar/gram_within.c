@@ -10,7 +10,9 @@ tl_status gw_init(gw_cache *c, const tl_grammar_vocab *v, size_t max_bytes) {
     memset(c, 0, sizeof *c);
     c->v = v;
     c->max_bytes = max_bytes;
-    if (!(c->stk = malloc((v->max_len + 2) * sizeof *c->stk))) return gw_nomem();
+    c->stk = malloc((v->max_len + 2) * sizeof *c->stk);
+    c->bst = malloc((v->max_len + 2) * sizeof *c->bst);
+    if (!c->stk || !c->bst) return gw_nomem();
     return TL_OK;
 }
 
@@ -28,7 +30,7 @@ void gw_clear(gw_cache *c) {
 
 void gw_free(gw_cache *c) {
     gw_drop(c);
-    free(c->p), free(c->slot), free(c->sd), free(c->pair), free(c->tmp), free(c->stk);
+    free(c->p), free(c->slot), free(c->sd), free(c->pair), free(c->tmp), free(c->stk), free(c->bst);
     memset(c, 0, sizeof *c);
 }
 
@@ -74,12 +76,37 @@ static tl_status gw_list(gw_cache *c, const int32_t *toks, int32_t n, int32_t di
     return TL_OK;
 }
 
-/* Walk trie nodes [from, to) with their parent's state in stk, listing the
- * tokens at nodes whose state's distance is not base. */
+/* Subtrees of at most this many nodes are walked node by node. */
+#define GW_BULK_MIN 32
+
+/* Whether every token below node i leaves distance base: the run of t0
+ * (the state at the last character boundary; mid: node i is inside a
+ * character) takes the subtree whole, no token below ends inside a
+ * character (the caller checks), so each ends at one of the next need
+ * states of the run's chain, and t0 and all of those are base away. A
+ * string of at most N characters: any of its states closes as soon. */
+static tl_status gw_flat(gw_cache *c, gm_pda *p, gd_dist *gd, int32_t i, int32_t t0, bool mid, int32_t base, bool *out) {
+    const gm_run *r;
+    int32_t dist;
+    tl_status s = gi_bulk(p, c->v, i, t0, mid, out);
+    if (!s && *out && !(s = gw_dist(c, p, gd, t0, &dist))) *out = dist == base;
+    uint32_t need = (uint32_t)c->v->maxc[i] + (mid ? 1 : 0);
+    for (uint32_t j = 0; j < need && *out && !s; j++) {
+        if ((s = gm_pda_run(p, t0, &r)) || r->next == t0) break; /* the chain stays at t0, checked */
+        t0 = r->next;
+        if (!(s = gw_dist(c, p, gd, t0, &dist))) *out = dist == base;
+    }
+    return s;
+}
+
+/* Walk trie nodes [from, to) with their parent's state in stk (and the
+ * state at the last character boundary in bst), listing the tokens at
+ * nodes whose state's distance is not base; subtrees whose tokens all
+ * leave base are skipped. */
 static tl_status gw_walk(gw_cache *c, gm_pda *p, gd_dist *gd, int32_t from, int32_t to, int32_t base) {
     const tl_grammar_vocab *v = c->v;
     const gv_node *nd = v->nodes;
-    int32_t *stk = c->stk;
+    int32_t *stk = c->stk, *bst = c->bst;
     for (int32_t i = from; i < to;) {
         int32_t t, d = nd[i].depth, dist;
         tl_status s = gm_pda_next(p, stk[d - 1], nd[i].byte, &t);
@@ -88,12 +115,17 @@ static tl_status gw_walk(gw_cache *c, gm_pda *p, gd_dist *gd, int32_t from, int3
             i = nd[i].end;
             continue;
         }
+        uint8_t u8 = v->u8_clean[i];
         stk[d] = t;
+        bst[d] = u8 & 1 ? t : bst[d - 1];
         if (nd[i].tok_n) {
             if ((s = gw_dist(c, p, gd, t, &dist))) return s;
             if (dist != base && (s = gw_list(c, v->toks + v->sub_lo[i], nd[i].tok_n, dist))) return s;
         }
-        i++;
+        bool flat = false;
+        if (nd[i].end - i > GW_BULK_MIN && (u8 & 14) == 2 && (s = gw_flat(c, p, gd, i, bst[d], !(u8 & 1), base, &flat)))
+            return s;
+        i = flat ? nd[i].end : i + 1;
     }
     return TL_OK;
 }
@@ -104,12 +136,11 @@ static tl_status gw_walk(gw_cache *c, gm_pda *p, gd_dist *gd, int32_t from, int3
 static tl_status gw_mid(gw_cache *c, gm_pda *p, gd_dist *gd, const gi_set *in, int32_t st, int32_t base) {
     const tl_grammar_vocab *v = c->v;
     for (int32_t k = 0; k < v->n_mid; k++) {
-        int32_t t = v->mid[k], u = st, dist;
+        const gv_mid *m = &v->mid[k];
+        int32_t t = m->tok, u = st, dist;
         if (!(in->mask[t >> 5] >> (t & 31) & 1)) continue;
-        size_t j = v->off[t + 1] - 1;
-        while (j > v->off[t] && ((uint8_t)v->blob[j] & 0xc0) == 0x80) j--;
         tl_status s = TL_OK;
-        for (; j < v->off[t + 1] && u != GM_DEAD && !s; j++) s = gm_pda_next(p, u, (uint8_t)v->blob[j], &u);
+        for (int j = 0; j < m->n && u != GM_DEAD && !s; j++) s = gm_pda_next(p, u, m->tail[j], &u);
         if (!s) s = gw_dist(c, p, gd, u, &dist);
         if (!s && dist != base) s = gw_list(c, &t, 1, dist);
         if (s) return s;
@@ -176,14 +207,14 @@ tl_status gw_make(gw_cache *c, gm_pda *p, gd_dist *d, const gi_set *in, int32_t 
     if (s) return s;
     c->n_pair = 0;
     if (!in) {
-        c->stk[0] = st;
+        c->stk[0] = c->bst[0] = st;
         s = gw_walk(c, p, d, 0, v->n_nodes, pr.base);
     } else {
         s = gw_mid(c, p, d, in, st, pr.base);
         /* every exit's parent ends a character reached inside the run: st */
         for (int32_t k = 0; k < in->n_exits && !s; k++) {
             int32_t e = in->exits[k];
-            c->stk[v->nodes[e].depth - 1] = st;
+            c->stk[v->nodes[e].depth - 1] = c->bst[v->nodes[e].depth - 1] = st;
             s = gw_walk(c, p, d, e, v->nodes[e].end, pr.base);
         }
     }

@@ -12,7 +12,10 @@
  * trie from st (prefixes shared, a distance asked once per state reached);
  * a state whose run leads back to itself uses the run's inside set: its
  * tokens end at st (or, cut inside a multi-byte character, at the state
- * that character's first bytes lead to), so only the exits are walked.
+ * that character's first bytes lead to), so only the exits are walked; a
+ * subtree that a run takes whole, with no token cut inside a character, is
+ * skipped when every state of the run's chain it can end at is as far
+ * from the end as st (a string of at most N characters).
  * Profiles are kept within a byte budget; when full they start over.
  * Owns: the profiles and per-state distances of one grammar. Calls:
  * grammar/gram_pda, gram_dist, gram_inside, gram_vocab. */
@@ -46,7 +49,7 @@ typedef struct gw_cache {
     size_t bytes, max_bytes; /* held by kept profiles; past max_bytes they are dropped */
     uint64_t *pair, *tmp;    /* scratch: the profile being found, and the sort's other half */
     int32_t n_pair, cap_pair;
-    int32_t *stk;  /* scratch: state by trie depth */
+    int32_t *stk, *bst; /* scratch by trie depth: the state, the state at the last character boundary */
     gw_prof one;   /* the last profile too large to keep (its pairs are in the scratch) */
 } gw_cache;
 

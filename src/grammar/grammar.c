@@ -164,25 +164,15 @@ static tl_status gr_bound(tl_grammar *g) {
  * the trie. */
 #define GR_INSIDE_MIN 32
 
-/* Whether node i's whole subtree is accepted: t0 is the state at the last
- * character boundary on the path (node i's own state when node i ends a
- * character, mid is set when it does not). The subtree is accepted when its
- * bytes are all in t0's run (multi-byte characters too if there are any, or
- * node i is inside one) and no token below is longer than the run. Then *hi
- * extends the node's tokens to the subtree's and the walk moves to its end;
- * else the walk moves to the first child. */
+/* Accept node i's subtree whole when gi_bulk says the run of t0 (the state
+ * at the last character boundary; mid: node i is inside a character) takes
+ * it: then *hi extends the node's tokens to the subtree's and the walk
+ * moves to its end; else the walk moves to the first child. */
 static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t0, bool mid, int32_t *hi, int32_t *next) {
     const tl_grammar_vocab *v = g->v;
-    const uint64_t *b = v->below[i];
-    const gm_run *r;
-    tl_status s = gm_pda_run(&g->pda, t0, &r);
+    bool in;
+    tl_status s = gi_bulk(&g->pda, v, i, t0, mid, &in);
     if (s) return s;
-    uint32_t need = (uint32_t)v->maxc[i] + (mid ? 1 : 0);
-    bool in = r->next != GM_DEAD && !(b[0] & ~r->b[0]) && !(b[1] & ~r->b[1]) && (r->len == GM_RUN_INF || r->len >= need);
-    if (in && (mid || b[2] || b[3])) {
-        in = r->u8 != GM_U8_NO;
-        if (in && (s = gm_pda_run_u8(&g->pda, t0, need, &in))) return s;
-    }
     if (in) {
         *hi = v->sub_lo[v->nodes[i].end];
         *next = v->nodes[i].end;
@@ -546,6 +536,17 @@ tl_status tl_grammar_distance(tl_grammar *g, int32_t *bytes) {
     return s;
 }
 
+/* Tokens set in w[0..n). */
+static int32_t gr_count(const uint32_t *w, int32_t n) {
+    int32_t c = 0;
+    for (int32_t k = 0; k < n; k++) {
+        uint32_t x = w[k] - (w[k] >> 1 & 0x55555555u);
+        x = (x & 0x33333333u) + (x >> 2 & 0x33333333u);
+        c += (int32_t)(((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u >> 24);
+    }
+    return c;
+}
+
 tl_status tl_grammar_mask_within(tl_grammar *g, int32_t budget, const uint32_t **words) {
     tl_status s = tl_grammar_mask(g, words);
     if (s || !g->active || g->ended || g->cur == GM_DEAD || budget < 1) return s;
@@ -564,7 +565,7 @@ tl_status tl_grammar_mask_within(tl_grammar *g, int32_t budget, const uint32_t *
     if (!pr) {
         const gi_set *in;
         int32_t n_text = -n_eog;
-        for (int32_t k = 0; k < g->n_words; k++) n_text += __builtin_popcount((*words)[k]);
+        n_text += gr_count(*words, g->n_words);
         if ((s = gr_inside(g, cur, NULL, &in)) || (s = gw_make(&g->wc, &g->pda, &g->dist, in, cur, n_text, &pr)))
             return s;
     }
