@@ -8,7 +8,11 @@
  * binds) on a fresh grammar whose plain mask is already cached ("first":
  * median of 5 grammars, min-max), then again on that grammar 200 times with
  * budgets cycling over distance .. distance + 3 (p50, p99); and with 16
- * tokens to spare (p50 of 21). */
+ * tokens to spare (p50 of 21). Then a trace: four JSON documents fed token
+ * by token to one fresh grammar each, the budget at every step the tokens
+ * left plus 1 (pressure binds at every step), the time of the mask under
+ * that budget less the cached plain mask's: mean, p50, p99, max over all
+ * steps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +69,33 @@ int main(int argc, char **argv) {
                names[k], prefixes[k], d, na, nw, tm[10], tf[2], tf[0], tf[4], tw[100], tw[197], t16[10]);
         tl_grammar_free(g);
     }
+    const char *docs[] = {
+        "{\"name\": \"Ada Lovelace\", \"born\": 1815, \"tags\": [\"math\", \"poetry\", \"engines\"], \"note\": \"wrote the first program\"}",
+        "{\"items\": [{\"id\": 1, \"qty\": 2.5, \"ok\": true}, {\"id\": 2, \"qty\": -1e3, \"ok\": false}], \"total\": null}",
+        "{\"city\": \"Z\u00fcrich\", \"text\": \"caf\u00e9 \u4e2d\u6587 \\\"quoted\\\" line\\nbreak\", \"deep\": {\"a\": {\"b\": [[1], [2, 3]]}}}",
+        "{\"title\": \"A long description of a product that goes on for a while, with commas, numbers like 42 and more words\", \"price\": 19.99}"};
+    double *ts = malloc(4096 * sizeof *ts), sum = 0;
+    int nt = 0;
+    for (int k = 0; k < 4; k++) {
+        int32_t toks[512], n = 0;
+        if (tok_encode(tv, docs[k], strlen(docs[k]), false, false, toks, 512, &n)) return fprintf(stderr, "%s\n", tl_last_error()), 1;
+        tl_grammar *g = at(v, json, "");
+        if (!g) return 1;
+        for (int32_t i = 0; i < n; i++) {
+            const uint32_t *w;
+            tl_grammar_mask(g, &w);
+            double a = cpu_us(); tl_grammar_mask(g, &w); double b = cpu_us();
+            tl_grammar_mask_within(g, n - i + 1, &w); double c = cpu_us();
+            ts[nt] = (c - b) - (b - a);
+            sum += ts[nt++];
+            if (tl_grammar_accept(g, toks[i])) return fprintf(stderr, "doc %d token %d: %s\n", k, i, tl_last_error()), 1;
+        }
+        tl_grammar_free(g);
+    }
+    qsort(ts, nt, sizeof *ts, cmp);
+    printf("trace: %d steps, budget = tokens left + 1: mask_within less mask mean %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n",
+           nt, sum / nt, ts[nt / 2], ts[nt * 99 / 100], ts[nt - 1]);
+    free(ts);
     free(sg);
     tl_grammar_vocab_free(v);
     tok_free(tv);
