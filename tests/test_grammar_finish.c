@@ -39,9 +39,14 @@ static tl_grammar_vocab *mk_vocab(void) {
     return v;
 }
 
+/* cache budget of the grammars made (0: the default) */
+static size_t cache_bytes;
+
 static tl_grammar *mk(tl_grammar_vocab *v, const char *gbnf) {
     tl_grammar *g = NULL;
-    CHECK(tl_grammar_init(v, gbnf, strlen(gbnf), NULL, NULL, &g) == TL_OK, "%s: %s", gbnf, tl_last_error());
+    tl_grammar_params p = tl_grammar_default_params();
+    if (cache_bytes) p.mask_cache_bytes = cache_bytes;
+    CHECK(tl_grammar_init(v, gbnf, strlen(gbnf), NULL, &p, &g) == TL_OK, "%s: %s", gbnf, tl_last_error());
     return g;
 }
 
@@ -270,6 +275,11 @@ static void test_visits(tl_grammar_vocab *v) {
     const char *lp[] = {"[\"a", "[\"abc\",", "[\"ab"};
     check_visits(v, NV, piece, piece_len, k, "list", list, lp, 3);
     check_bounded(v, NV, piece, piece_len, k);
+    /* caches too small for most masks and distance lists: kept ones dropped,
+     * others never kept */
+    cache_bytes = 64;
+    check_visits(v, NV, piece, piece_len, k, "json, 64-byte cache", tl_grammar_json_gbnf(), json_prefixes, N_JSON_PRE);
+    cache_bytes = 0;
 }
 
 /* The same on Qwen3's vocabulary (skipped when ../shared/tokenizers is
@@ -297,6 +307,9 @@ static void test_visits_qwen3(void) {
     }
     if (v) check_visits(v, n, text, len, kind, "json on qwen3", tl_grammar_json_gbnf(), json_prefixes, N_JSON_PRE);
     if (v) check_bounded(v, n, text, len, kind);
+    cache_bytes = 64 << 10;
+    if (v) check_visits(v, n, text, len, kind, "json on qwen3, 64 KiB cache", tl_grammar_json_gbnf(), json_prefixes, N_JSON_PRE);
+    cache_bytes = 0;
     tl_grammar_vocab_free(v);
     free(text), free(len), free(kind);
     tok_free(tv);

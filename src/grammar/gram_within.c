@@ -252,7 +252,7 @@ int32_t gw_filter(const gw_prof *pr, const uint32_t *w, int32_t n_words, const i
         for (int32_t i = 0; i < n_eog; i++) out[eog[i] >> 5] |= w[eog[i] >> 5] & 1u << (eog[i] & 31);
         for (int32_t i = 0; i < k; i++) {
             uint32_t t = (uint32_t)pr->pair[i];
-            out[t >> 5] |= 1u << (t & 31);
+            out[t >> 5] |= w[t >> 5] & 1u << (t & 31);
         }
     }
     return kept;
