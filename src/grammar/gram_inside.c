@@ -83,6 +83,21 @@ tl_status gi_get(gi_cache *c, const tl_grammar_vocab *v, const uint64_t b[2], bo
     return TL_OK;
 }
 
+tl_status gi_bulk(gm_pda *p, const tl_grammar_vocab *v, int32_t i, int32_t t0, bool mid, bool *out) {
+    const uint64_t *b = v->below[i];
+    const gm_run *r;
+    tl_status s = gm_pda_run(p, t0, &r);
+    if (s) return s;
+    uint32_t need = (uint32_t)v->maxc[i] + (mid ? 1 : 0);
+    bool in = r->next != GM_DEAD && !(b[0] & ~r->b[0]) && !(b[1] & ~r->b[1]) && (r->len == GM_RUN_INF || r->len >= need);
+    if (in && (mid || b[2] || b[3])) {
+        in = r->u8 != GM_U8_NO;
+        if (in && (s = gm_pda_run_u8(p, t0, need, &in))) return s;
+    }
+    *out = in;
+    return TL_OK;
+}
+
 void gi_free(gi_cache *c) {
     for (int32_t k = 0; k < c->n; k++) free(c->sets[k].mask), free(c->sets[k].exits);
     memset(c, 0, sizeof *c);

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "grammar/gram_pda.h"
 #include "grammar/gram_vocab.h"
 
 #define GI_MAX_SETS 8
@@ -39,5 +40,13 @@ typedef struct gi_cache {
  * full (the caller walks the whole trie instead). */
 tl_status gi_get(gi_cache *c, const tl_grammar_vocab *v, const uint64_t b[2], bool u8, const gi_set **out);
 void gi_free(gi_cache *c);
+/* Whether the automaton takes node i's whole subtree from t0, the state at
+ * the last character boundary on the path (mid: node i is inside a
+ * character): the subtree's bytes are all in t0's run (multi-byte
+ * characters too if there are any, or node i is inside one) and no token
+ * below is longer than the run. Every token below then ends at a state of
+ * the run's chain (t0, its next, that one's next, ...), one step per
+ * character, or inside a character after one. */
+tl_status gi_bulk(gm_pda *p, const tl_grammar_vocab *v, int32_t i, int32_t t0, bool mid, bool *out);
 
 #endif

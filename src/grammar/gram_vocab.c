@@ -8,7 +8,6 @@
  * is built per model and shared by all grammars over it.
  * Owns: the trie and the token kinds. Calls: base. */
 #include <stdbool.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,19 +59,52 @@ static tl_status gv_summaries(tl_grammar_vocab *v, int32_t *path) {
     /* reverse preorder: children are done before their parent */
     for (int32_t i = nn - 1; i >= 0; i--) {
         bool wf = true; /* no ill-formed byte anywhere below */
+        bool cut = v->nodes[i].tok_n && u8[i] != 0 && u8[i] != GV_U8_BAD; /* a token ends inside a character */
         uint32_t mc = 0;
         for (int32_t c = i + 1; c < v->nodes[i].end; c = v->nodes[c].end) {
             uint8_t b = v->nodes[c].byte;
             v->below[i][b >> 6] |= 1ull << (b & 63);
             for (int k = 0; k < 4; k++) v->below[i][k] |= v->below[c][k];
             wf = wf && u8[c] != GV_U8_BAD && (v->u8_clean[c] & 2);
+            cut = cut || (v->u8_clean[c] & 8);
             uint32_t m = v->maxc[c] + ((b & 0xc0) != 0x80); /* a byte not 10xxxxxx starts a character */
             if (m > mc) mc = m;
         }
         v->maxc[i] = (uint16_t)(mc < UINT16_MAX ? mc : UINT16_MAX);
-        v->u8_clean[i] = (uint8_t)((wf ? 2 : 0) | (u8[i] == 0 ? 1 : 0) | (u8[i] == GV_U8_BAD ? 4 : 0));
+        v->u8_clean[i] = (uint8_t)((wf ? 2 : 0) | (u8[i] == 0 ? 1 : 0) | (u8[i] == GV_U8_BAD ? 4 : 0) | (cut ? 8 : 0));
     }
     free(u8);
+    return TL_OK;
+}
+
+/* The decoder's state after token t's bytes (GV_U8_BAD once one is ill-formed). */
+static int gv_u8_end(const tl_grammar_vocab *v, int32_t t) {
+    int u = 0;
+    for (size_t k = v->off[t]; k < v->off[t + 1] && u != GV_U8_BAD; k++) u = gv_u8_step(u, (uint8_t)v->blob[k]);
+    return u;
+}
+
+/* mid[]: the text tokens that end inside a well-formed character. */
+static tl_status gv_find_mid(tl_grammar_vocab *v) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < v->n_vocab; i++) {
+        int u = v->kind[i] == GV_TEXT ? gv_u8_end(v, i) : 0;
+        n += u != 0 && u != GV_U8_BAD;
+    }
+    v->mid = malloc(((size_t)n + 1) * sizeof *v->mid);
+    if (!v->mid) return tl_err(TL_ERR_NOMEM, "grammar vocab: out of memory");
+    for (int32_t i = 0; i < v->n_vocab; i++) {
+        int u = v->kind[i] == GV_TEXT ? gv_u8_end(v, i) : 0;
+        if (u == 0 || u == GV_U8_BAD) continue;
+        /* well-formed: the last byte that is not 10xxxxxx leads the cut character */
+        size_t j = v->off[i + 1] - 1;
+        while (((uint8_t)v->blob[j] & 0xc0) == 0x80) j--;
+        gv_mid *m = &v->mid[v->n_mid++];
+        memset(m, 0, sizeof *m);
+        m->tok = i;
+        m->n = (uint8_t)(v->off[i + 1] - j);
+        memcpy(m->tail, v->blob + j, m->n);
+    }
     return TL_OK;
 }
 
@@ -99,6 +131,7 @@ void tl_grammar_vocab_free(tl_grammar_vocab *v) {
     free(v->u8_clean);
     free(v->maxc);
     free(v->toks);
+    free(v->mid);
     free(v->kind);
     free(v->blob);
     free(v->off);
@@ -187,6 +220,12 @@ tl_status tl_grammar_vocab_init_pieces(int32_t n, const char *const *text, const
         return st;
     }
     v->n_text = m;
+    if ((st = gv_find_mid(v))) {
+        free(open);
+        free(srt);
+        tl_grammar_vocab_free(v);
+        return st;
+    }
     for (int32_t i = 0; i < n; i++)
         if (v->off[i + 1] - v->off[i] > v->max_len) v->max_len = v->off[i + 1] - v->off[i];
     free(open);

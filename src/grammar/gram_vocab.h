@@ -28,6 +28,14 @@ typedef struct gv_node {
     uint8_t byte;
 } gv_node;
 
+/* A token cut inside a character, with that character's bytes (packed, so
+ * a pass over all of them reads no token text). */
+typedef struct gv_mid {
+    int32_t tok;
+    uint8_t n;       /* 1-3 */
+    uint8_t tail[3];
+} gv_mid;
+
 struct tl_grammar_vocab {
     int32_t n_vocab, n_text, n_nodes;
     size_t max_len;
@@ -39,11 +47,16 @@ struct tl_grammar_vocab {
     int32_t *sub_lo;
     /* per node: bit 0 set when the node ends a whole UTF-8 character, bit 1
      * when every token below continues it as well-formed UTF-8 (possibly
-     * cut short), bit 2 when the bytes up to the node are ill-formed */
+     * cut short), bit 2 when the bytes up to the node are ill-formed, bit 3
+     * when a token at or below the node ends inside a well-formed character */
     uint8_t *u8_clean;
     /* per node: the most characters any token below starts after the node */
     uint16_t *maxc;
     int32_t *toks;  /* text tokens sorted by bytes */
+    /* text tokens whose bytes end inside a UTF-8 character, well-formed up
+     * to there (a lead byte and fewer continuation bytes than it needs) */
+    struct gv_mid *mid;
+    int32_t n_mid;
     uint8_t *kind;  /* [n_vocab] */
     char *blob;     /* the text of token i is blob[off[i] .. off[i + 1]) */
     size_t *off;    /* [n_vocab + 1] */

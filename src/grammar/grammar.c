@@ -16,6 +16,7 @@
 #include "grammar/gram_inside.h"
 #include "grammar/gram_pda.h"
 #include "grammar/gram_vocab.h"
+#include "grammar/gram_within.h"
 #include "tallow.h"
 
 struct tl_grammar {
@@ -25,6 +26,7 @@ struct tl_grammar {
     gi_cache inside; /* inside sets of the runs of string bodies */
     gf_frames fr;    /* lexical rules and frame entries */
     gd_dist dist;    /* shortest completions (completion pressure) */
+    gw_cache wc;     /* per state, the distance each allowed token leaves */
     tl_grammar_params p;
     int32_t cur;   /* automaton state; GM_DEAD after a forced wrong token */
     bool ended;    /* an end-of-generation token was accepted */
@@ -42,8 +44,6 @@ struct tl_grammar {
     int32_t n_masks, max_masks;
     uint32_t *scratch; /* a mask not cached (cache of one slot full) */
     uint32_t *within;  /* the mask of tl_grammar_mask_within */
-    int32_t *fhi;      /* by state: the longest distance any allowed token leaves (-1 not known) */
-    int32_t cap_fhi;
     /* lazy activation */
     char **trig;
     size_t *trig_len;
@@ -69,9 +69,10 @@ void tl_grammar_free(tl_grammar *g) {
     gi_free(&g->inside);
     gf_free(&g->fr);
     gd_free(&g->dist);
+    gw_free(&g->wc);
     gbnf_free(g->g);
     free(g->eog), free(g->stk), free(g->bst), free(g->pmid), free(g->sp), free(g->mslot), free(g->masks);
-    free(g->scratch), free(g->within), free(g->fhi);
+    free(g->scratch), free(g->within);
     for (int32_t i = 0; i < g->n_trig; i++) free(g->trig[i]);
     free(g->trig), free(g->trig_len), free(g->win);
     free(g);
@@ -79,7 +80,7 @@ void tl_grammar_free(tl_grammar *g) {
 
 static void gr_cache_clear(tl_grammar *g) {
     for (int32_t i = 0; i < g->cap_mslot; i++) g->mslot[i] = -1;
-    for (int32_t i = 0; i < g->cap_fhi; i++) g->fhi[i] = -1;
+    gw_clear(&g->wc);
     g->n_masks = 0;
     gf_clear(&g->fr);
 }
@@ -101,6 +102,7 @@ tl_status tl_grammar_init(const tl_grammar_vocab *v, const char *text, size_t le
     if (!s) s = gm_pda_init(&g->pda, g->g);
     if (!s) s = gf_init(&g->fr, g->g, p.mask_cache_bytes);
     if (!s) s = gd_init(&g->dist, g->g);
+    if (!s) s = gw_init(&g->wc, v, p.mask_cache_bytes);
     if (s) {
         tl_grammar_free(g);
         return s;
@@ -162,25 +164,15 @@ static tl_status gr_bound(tl_grammar *g) {
  * the trie. */
 #define GR_INSIDE_MIN 32
 
-/* Whether node i's whole subtree is accepted: t0 is the state at the last
- * character boundary on the path (node i's own state when node i ends a
- * character, mid is set when it does not). The subtree is accepted when its
- * bytes are all in t0's run (multi-byte characters too if there are any, or
- * node i is inside one) and no token below is longer than the run. Then *hi
- * extends the node's tokens to the subtree's and the walk moves to its end;
- * else the walk moves to the first child. */
+/* Accept node i's subtree whole when gi_bulk says the run of t0 (the state
+ * at the last character boundary; mid: node i is inside a character) takes
+ * it: then *hi extends the node's tokens to the subtree's and the walk
+ * moves to its end; else the walk moves to the first child. */
 static tl_status gr_bulk(tl_grammar *g, int32_t i, int32_t t0, bool mid, int32_t *hi, int32_t *next) {
     const tl_grammar_vocab *v = g->v;
-    const uint64_t *b = v->below[i];
-    const gm_run *r;
-    tl_status s = gm_pda_run(&g->pda, t0, &r);
+    bool in;
+    tl_status s = gi_bulk(&g->pda, v, i, t0, mid, &in);
     if (s) return s;
-    uint32_t need = (uint32_t)v->maxc[i] + (mid ? 1 : 0);
-    bool in = r->next != GM_DEAD && !(b[0] & ~r->b[0]) && !(b[1] & ~r->b[1]) && (r->len == GM_RUN_INF || r->len >= need);
-    if (in && (mid || b[2] || b[3])) {
-        in = r->u8 != GM_U8_NO;
-        if (in && (s = gm_pda_run_u8(&g->pda, t0, need, &in))) return s;
-    }
     if (in) {
         *hi = v->sub_lo[v->nodes[i].end];
         *next = v->nodes[i].end;
@@ -544,29 +536,15 @@ tl_status tl_grammar_distance(tl_grammar *g, int32_t *bytes) {
     return s;
 }
 
-/* Clear from w every text token after which the shortest completion is
- * longer than left bytes; *n_kept: the tokens still set, *hi: the longest
- * distance any of w's tokens leaves. */
-static tl_status gr_within(tl_grammar *g, int32_t left, uint32_t *w, int32_t *n_kept, int32_t *hi) {
-    const tl_grammar_vocab *v = g->v;
-    int32_t kept = 0;
-    *hi = 0;
-    for (int32_t k = 0; k < g->n_words; k++)
-        for (uint32_t bits = w[k]; bits; bits &= bits - 1) {
-            int32_t t = k * 32 + __builtin_ctz(bits), st, d;
-            if (v->kind[t] != GV_TEXT) { /* an end token, in the mask only where the grammar may end */
-                kept++;
-                continue;
-            }
-            tl_status s = gr_run(g, g->cur, v->blob + v->off[t], v->off[t + 1] - v->off[t], &st);
-            if (!s) s = gd_state(&g->dist, &g->pda, st, &d);
-            if (s) return s;
-            if (d > *hi) *hi = d;
-            if (d > left) w[k] &= ~(1u << (t & 31));
-            else kept++;
-        }
-    *n_kept = kept;
-    return TL_OK;
+/* Tokens set in w[0..n). */
+static int32_t gr_count(const uint32_t *w, int32_t n) {
+    int32_t c = 0;
+    for (int32_t k = 0; k < n; k++) {
+        uint32_t x = w[k] - (w[k] >> 1 & 0x55555555u);
+        x = (x & 0x33333333u) + (x >> 2 & 0x33333333u);
+        c += (int32_t)(((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u >> 24);
+    }
+    return c;
 }
 
 tl_status tl_grammar_mask_within(tl_grammar *g, int32_t budget, const uint32_t **words) {
@@ -581,21 +559,19 @@ tl_status tl_grammar_mask_within(tl_grammar *g, int32_t budget, const uint32_t *
      * qualifies when the vocabulary has it; where the grammar may end, its
      * end tokens stay). Past that, only tokens that bring the end closer:
      * tokens of several bytes may still close it in time. */
-    int32_t left = d > budget - 1 ? d - 1 : budget - 2, cur = g->cur, kept, hi;
-    /* a state's tokens are fixed, so is the most any of them leaves to go:
-     * a budget above it removes nothing (most steps of a long string) */
-    if (cur < g->cap_fhi && g->fhi[cur] >= 0 && g->fhi[cur] <= left) return TL_OK;
-    memcpy(g->within, *words, (size_t)g->n_words * 4);
-    if ((s = gr_within(g, left, g->within, &kept, &hi))) return s;
-    if (cur >= g->cap_fhi) {
-        int32_t cap = g->pda.cap_states > cur ? g->pda.cap_states : cur + 1;
-        int32_t *a = realloc(g->fhi, (size_t)cap * sizeof *a);
-        if (!a) return gr_nomem();
-        for (int32_t i = g->cap_fhi; i < cap; i++) a[i] = -1;
-        g->fhi = a;
-        g->cap_fhi = cap;
+    int32_t left = d > budget - 1 ? d - 1 : budget - 2, cur = g->cur, n_eog = 0;
+    for (int32_t i = 0; i < g->n_eog; i++) n_eog += (*words)[g->eog[i] >> 5] >> (g->eog[i] & 31) & 1;
+    const gw_prof *pr = gw_find(&g->wc, cur);
+    if (!pr) {
+        const gi_set *in;
+        int32_t n_text = -n_eog;
+        n_text += gr_count(*words, g->n_words);
+        if ((s = gr_inside(g, cur, NULL, &in)) || (s = gw_make(&g->wc, &g->pda, &g->dist, in, cur, n_text, &pr)))
+            return s;
     }
-    g->fhi[cur] = hi;
-    if (kept) *words = g->within;
+    /* a budget at or above the farthest any token leaves removes nothing
+     * (most steps of a long string) */
+    if (pr->hi <= left) return TL_OK;
+    if (gw_filter(pr, *words, g->n_words, g->eog, g->n_eog, left, g->within)) *words = g->within;
     return TL_OK;
 }
