@@ -401,7 +401,9 @@ typedef struct tl_grammar_params {
     /* Bytes of token masks kept, one per parser state seen (a mask is
      * n_vocab/8 bytes); when full the cache starts over. Default 32 MiB.
      * The same bound again holds the per-lexeme parts of masks that are
-     * reused between states (one mask and a list of trie nodes each). */
+     * reused between states (one mask and a list of trie nodes each), and
+     * a third time the per-state token distances of completion pressure
+     * (tl_grammar_mask_within). */
     size_t mask_cache_bytes;
     /* Parser states kept before the automaton is rebuilt from the current
      * state. Default 65536. */
