@@ -201,6 +201,13 @@ static void test_ops(void) {
         for (int i = 0; i < 3; i++) tt_free(in[i]);
     }
     {
+        /* rows wider than 8 warps' partial sums fit in shared memory (Llama-3-8B's 4096) */
+        int64_t a[2] = {37, 4096}, c1 = 4096;
+        tt_tensor *in[2] = {rnd(2, a, 1), rnd(1, &c1, 1)};
+        twin("rmsnorm, width 4096", f_rms, NULL, 2, in, 1e-5);
+        for (int i = 0; i < 2; i++) tt_free(in[i]);
+    }
+    {
         int64_t a[3] = {3, 41, 50}, r[4] = {2, 19, 3, 16};
         tt_tensor *in[2] = {rnd(3, a, 2), rnd(3, a, 1)};
         twin("silu", f_silu, NULL, 1, in, 1e-5);

@@ -158,17 +158,19 @@ extern "C" tl_status tcu_layernorm_fwd(float *y, float *mean, float *rstd, const
 
 #define LN_BLOCKS TCU_LN_BLOCKS
 #define LN_WARPS 8
+#define LN_SMEM (200 * 1024)
 /* dx per row; each block's rows [a, b) add their g*xhat and g into the
  * block's partials, a warp's own slice of shared memory first, then summed
- * over the warps in order into part [2, LN_BLOCKS, C]. */
+ * over the warps in order into part [2, LN_BLOCKS, C]. The block has as
+ * many warps (up to LN_WARPS) as slices of 2 C floats fit in LN_SMEM. */
 __global__ void k_ln_bwd(float *gx, bool add, float *part, const float *g, const float *x, const float *w,
                          const float *mean, const float *rstd, int64_t R, int64_t C) {
-    extern __shared__ float sm[]; /* [LN_WARPS][2][C] */
-    int wp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    extern __shared__ float sm[]; /* [warps][2][C] */
+    const int nw = blockDim.x >> 5, wp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float *pw = sm + (int64_t)wp * 2 * C, *pb = pw + C;
     for (int64_t c = lane; c < C; c += 32) pw[c] = pb[c] = 0.f;
     int64_t per = (R + LN_BLOCKS - 1) / LN_BLOCKS, a = blockIdx.x * per, b = a + per < R ? a + per : R;
-    for (int64_t r = a + wp; r < b; r += LN_WARPS) {
+    for (int64_t r = a + wp; r < b; r += nw) {
         const float *xr = x + r * C, *gr = g + r * C;
         float mu = mean ? mean[r] : 0.f, rs = rstd[r];
         float s1 = 0.f, s2 = 0.f;
@@ -191,7 +193,7 @@ __global__ void k_ln_bwd(float *gx, bool add, float *part, const float *g, const
     __syncthreads();
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
         float sw = 0.f, sb = 0.f;
-        for (int k = 0; k < LN_WARPS; k++) {
+        for (int k = 0; k < nw; k++) {
             sw += sm[(int64_t)k * 2 * C + c];
             sb += sm[(int64_t)k * 2 * C + C + c];
         }
@@ -217,11 +219,14 @@ extern "C" tl_status tcu_layernorm_bwd(float *gx, bool gx_add, float *gw, float 
                                        float *scratch) {
     TCU_STATE(s);
     if (!R) return TL_OK;
-    size_t smem = (size_t)LN_WARPS * 2 * (size_t)C * sizeof(float);
-    if (smem > 200 * 1024) return tl_err(TL_ERR_UNSUPPORTED, "train cuda: layernorm of width %lld", (long long)C);
+    const size_t slice = 2 * (size_t)C * sizeof(float);
+    const int nw = (int)(LN_SMEM / slice < LN_WARPS ? LN_SMEM / slice : LN_WARPS);
+    if (nw < 1) return tl_err(TL_ERR_UNSUPPORTED, "train cuda: layernorm of width %lld (at most %zu)", (long long)C,
+                              LN_SMEM / (2 * sizeof(float)));
+    const size_t smem = (size_t)nw * slice;
     if (smem > 48 * 1024)
         cudaFuncSetAttribute(k_ln_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    k_ln_bwd<<<LN_BLOCKS, 32 * LN_WARPS, smem, s->stream>>>(gx, gx_add, scratch, g, x, w, mean, rstd, R, C);
+    k_ln_bwd<<<LN_BLOCKS, 32 * nw, smem, s->stream>>>(gx, gx_add, scratch, g, x, w, mean, rstd, R, C);
     k_ln_fin<<<(unsigned)((C + 255) / 256), 256, 0, s->stream>>>(gw, gb, scratch, C);
     return tcu_check("layernorm bwd");
 }
