@@ -19,18 +19,7 @@
 #include "lora/lora_train.h"
 #include "quant/quant.h"
 #include "tallow_train.h"
-
-static int n_pass, n_fail;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (cond) n_pass++;                                                \
-        else {                                                             \
-            n_fail++;                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-        }                                                                  \
-    } while (0)
+#include "../test_util.h"
 
 /* ||a - b|| / ||b|| with a on any device, b on the host */
 static double rel_err(const tt_tensor *a, const tt_tensor *b) {
@@ -213,11 +202,10 @@ static void test_trainee(const char *path) {
 int main(int argc, char **argv) {
     if (!tt_device_available(TT_CUDA)) {
         fprintf(stderr, "no CUDA device: skipped\n");
-        return 77;
+        return TEST_SKIP;
     }
     test_frozen();
     if (argc < 2) test_trainee("tests/fixtures/tiny_llama.gguf");
     for (int i = 1; i < argc; i++) test_trainee(argv[i]);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return test_finish();
 }
