@@ -49,18 +49,24 @@ static const tl_tensor *base_w(const tl_model *m, int l, lora_wid w) {
     return ws[w];
 }
 
-/* (Re)make every frozen projection, and the output head, on dev. */
+/* (Re)make every frozen projection, and the output head, on dev; on an
+ * error the ones in place stay. */
 static tl_status frozen_all(lora_trainee *t, tt_device dev) {
     const size_t n = (size_t)t->m->hp.n_layer * LORA_W_COUNT;
-    for (size_t i = 0; i <= n; i++) {
+    tt_frozen **w = calloc(n + 1, sizeof *w);
+    tl_status s = w ? TL_OK : tl_err(TL_ERR_NOMEM, "lora train: out of memory");
+    for (size_t i = 0; i <= n && !s; i++) {
         const tl_tensor *W = i == n ? &t->m->output : base_w(t->m, (int)(i / LORA_W_COUNT), (lora_wid)(i % LORA_W_COUNT));
-        tt_frozen *f;
-        tl_status s = tt_frozen_init(&f, dev, W->data, W->type, W->ne[0], W->ne[1]);
-        if (s) return tl_err_prefix(s, "lora train: %s: ", i == n ? "output" : lora_wid_gguf((lora_wid)(i % LORA_W_COUNT)));
-        tt_frozen_free(t->w[i]);
-        t->w[i] = f;
+        s = tt_frozen_init(&w[i], dev, W->data, W->type, W->ne[0], W->ne[1]);
+        if (s && i == n) s = tl_err_prefix(s, "lora train: output.weight: ");
+        else if (s) s = tl_err_prefix(s, "lora train: blk.%d.%s.weight: ", (int)(i / LORA_W_COUNT),
+                                      lora_wid_gguf((lora_wid)(i % LORA_W_COUNT)));
     }
-    return TL_OK;
+    tt_frozen **drop = s ? w : t->w;
+    for (size_t i = 0; drop && i <= n; i++) tt_frozen_free(drop[i]);
+    free(drop);
+    if (!s) t->w = w;
+    return s;
 }
 
 static tl_status trainee_alloc(lora_trainee *t, const tl_model *m) {
@@ -74,8 +80,7 @@ static tl_status trainee_alloc(lora_trainee *t, const tl_model *m) {
     t->b = calloc(n, sizeof *t->b);
     t->scale = calloc(n, sizeof *t->scale);
     t->norm = calloc((size_t)(2 * hp->n_layer + 1), sizeof *t->norm);
-    t->w = calloc(n + 1, sizeof *t->w);
-    if (!t->a || !t->b || !t->scale || !t->norm || !t->w) return tl_err(TL_ERR_NOMEM, "lora train: out of memory");
+    if (!t->a || !t->b || !t->scale || !t->norm) return tl_err(TL_ERR_NOMEM, "lora train: out of memory");
     t->dev = TT_CPU;
     if ((s = frozen_all(t, TT_CPU))) return s;
     tt_model_config *k = &t->reg.cfg;
@@ -171,9 +176,16 @@ void lora_train_free(lora_trainee *t) {
 tl_status lora_train_to(lora_trainee *t, tt_device dev) {
     if (dev == t->dev) return TL_OK;
     tl_status s = frozen_all(t, dev);
+    if (s) return s;
     for (int i = 0; i <= 2 * t->m->hp.n_layer && !s; i++) s = tt_tensor_move(t->norm[i], dev);
     if (!s) s = tt_model_to(&t->reg, dev);
-    if (s) return tl_err_prefix(s, "lora train: to %s: ", tt_device_name(dev));
+    if (s) { /* back where it was, whole (the error stays the move's) */
+        s = tl_err_prefix(s, "lora train: to %s: ", tt_device_name(dev));
+        frozen_all(t, t->dev);
+        for (int i = 0; i <= 2 * t->m->hp.n_layer; i++) tt_tensor_move(t->norm[i], t->dev);
+        tt_model_to(&t->reg, t->dev);
+        return s;
+    }
     t->dev = dev;
     return TL_OK;
 }

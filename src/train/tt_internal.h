@@ -96,6 +96,13 @@ tt_tensor *tt__cu_gelu_tanh(tt_ctx *c, tt_tensor *x);
 tt_tensor *tt__cu_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, double eps, bool rms);
 tt_tensor *tt__cu_silu(tt_ctx *c, tt_tensor *x);
 tt_tensor *tt__cu_scale(tt_ctx *c, tt_tensor *x, double a);
+/* Records op's node (when a gradient is wanted) with a copy of the size
+ * bytes at saved as what its backward keeps (freed with the node). */
+bool tt__cu_record_saved(tt_ctx *c, const char *op, tt_backward_fn fn, tt_tensor *o, tt_tensor **in, int n_in,
+                         const void *saved, size_t size);
+/* Scratch bytes a CUDA linear of x [M, K] and w [N, K] takes in a matmul
+ * mode, forward or backward. */
+size_t tt__cu_linear_scratch(int mode, int64_t M, int64_t N, int64_t K, bool bwd);
 tt_tensor *tt__cu_mul(tt_ctx *c, tt_tensor *a, tt_tensor *b);
 tt_tensor *tt__cu_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta);
 tt_tensor *tt__cu_embedding(tt_ctx *c, tt_tensor *w, const int32_t *ids, int ndim, const int64_t *shape);

@@ -51,9 +51,7 @@ static float *grad_acc_of(tt_tensor *t) {
     return g ? F(g) : NULL;
 }
 
-/* Records op's node (when a gradient is wanted) with a copy of the size
- * bytes at saved as what its backward keeps (freed with the node). */
-static bool record_saved(tt_ctx *c, const char *op, tt_backward_fn fn, tt_tensor *o, tt_tensor **in, int n_in,
+bool tt__cu_record_saved(tt_ctx *c, const char *op, tt_backward_fn fn, tt_tensor *o, tt_tensor **in, int n_in,
                          const void *saved, size_t size) {
     if (!tt__needs_grad(c, in, n_in)) return true;
     tt_node *n = tt__record(c, op, fn, o, in, n_in);
@@ -195,7 +193,7 @@ tt_tensor *tt__cu_norm(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *b, doub
         return NULL;
     tt_tensor *rin[3] = {x, w, b};
     const ln_saved sv = {.mean = mean, .rstd = rstd};
-    if (!record_saved(c, op, bw_layernorm, o, rin, 3, &sv, sizeof sv)) return NULL;
+    if (!tt__cu_record_saved(c, op, bw_layernorm, o, rin, 3, &sv, sizeof sv)) return NULL;
     return o;
 }
 
@@ -338,12 +336,18 @@ tt_tensor *tt__cu_cross_entropy(tt_ctx *c, tt_tensor *logits, const int32_t *tar
     scratch_put(c, rowloss, nb);
     if (s != TL_OK) return NULL;
     const xent_saved sv = {.lse = lse, .tgt = tgt, .n_valid = n_valid, .ignore = ignore_index};
-    return record_saved(c, "cross_entropy", bw_xent, loss, &logits, 1, &sv, sizeof sv) ? loss : NULL;
+    return tt__cu_record_saved(c, "cross_entropy", bw_xent, loss, &logits, 1, &sv, sizeof sv) ? loss : NULL;
 }
 
 /* ---- linear: x [..., K] @ w[N, K]^T + bias ---- */
 static size_t bf16_scratch(int mode, int64_t a, int64_t b, int64_t d) {
     return mode == TT_MM_BF16 ? (size_t)(a + b + d + 192) * 2 : 0;
+}
+
+size_t tt__cu_linear_scratch(int mode, int64_t M, int64_t N, int64_t K, bool bwd) {
+    return bwd ? tcu_linear_pad_bytes(M, N, K) + bf16_scratch(mode, M * N, M * K, N * K) +
+                     (size_t)64 * (size_t)N * sizeof(float) + 256
+               : tcu_linear_pad_bytes(M, N, K) + bf16_scratch(mode, M * K, N * K, 0);
 }
 
 static tl_status bw_linear(tt_ctx *c, tt_node *n, const tt_tensor *g) {
@@ -355,8 +359,7 @@ static tl_status bw_linear(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     float *gw = tt__need(n, 1) ? grad_of(w, &aw) : NULL;
     float *gb = bias && tt__need(n, 2) ? grad_acc_of(bias) : NULL;
     if ((tt__need(n, 0) && !gx) || (tt__need(n, 1) && !gw) || (bias && tt__need(n, 2) && !gb)) return TL_ERR_NOMEM;
-    size_t nb = tcu_linear_pad_bytes(M, N, K) + bf16_scratch(mode, M * N, M * K, N * K) +
-                (size_t)64 * (size_t)N * sizeof(float) + 256;
+    size_t nb = tt__cu_linear_scratch(mode, M, N, K, true);
     void *sc = scratch(c, nb);
     if (!sc) return TL_ERR_NOMEM;
     tl_status s = tcu_linear_bwd(gx, ax, gw, aw, gb, F(g), F(x), F(w), M, N, K, mode, sc);
@@ -383,7 +386,7 @@ tt_tensor *tt__cu_linear(tt_ctx *c, tt_tensor *x, tt_tensor *w, tt_tensor *bias)
     tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, osh);
     if (!o) return NULL;
     int mode = (int)c->mm_prec;
-    size_t nb = tcu_linear_pad_bytes(M, N, K) + bf16_scratch(mode, M * K, N * K, 0);
+    size_t nb = tt__cu_linear_scratch(mode, M, N, K, false);
     void *sc = nb ? scratch(c, nb) : NULL;
     if (nb && !sc) return NULL;
     tl_status s = tcu_linear_fwd(F(o), F(x), F(w), bias ? F(bias) : NULL, M, N, K, mode, sc);
@@ -528,7 +531,7 @@ static tt_tensor *attention_flash(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tens
     d->o = st3(o, 0, 1, 2);
     if (tcu_flash_fwd(F(o), F(sv.lse), F(q), F(k), F(v), d, sc, causal) != TL_OK) return NULL;
     tt_tensor *rin[3] = {q, k, v};
-    return record_saved(c, "attention", bw_attention_flash, o, rin, 3, &sv, sizeof sv) ? o : NULL;
+    return tt__cu_record_saved(c, "attention", bw_attention_flash, o, rin, 3, &sv, sizeof sv) ? o : NULL;
 }
 
 tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v, bool causal, double scale) {
@@ -564,7 +567,7 @@ tt_tensor *tt__cu_attention(tt_ctx *c, tt_tensor *q, tt_tensor *k, tt_tensor *v,
     if (st != TL_OK) return NULL;
     attn_saved sv = {.p = p, .o = o, .scale = sc, .mode = mode, .causal = causal};
     tt_tensor *rin[3] = {q, k, v};
-    return record_saved(c, "attention", bw_attention, o, rin, 3, &sv, sizeof sv) ? o : NULL;
+    return tt__cu_record_saved(c, "attention", bw_attention, o, rin, 3, &sv, sizeof sv) ? o : NULL;
 }
 
 /* ---- attention over a fused qkv [B, T, (H + 2 Hkv) D] -> [B, T, H D] ----
@@ -619,7 +622,7 @@ tt_tensor *tt__cu_attention_qkv(tt_ctx *c, tt_tensor *qkv, int64_t H, int64_t Hk
     d->o = (tcu_fl_stride){T * H * D, D, H * D};
     const float *x = F(qkv);
     if (tcu_flash_fwd(F(o), F(lse), x, x + H * D, x + (H + Hkv) * D, d, sv.scale, causal) != TL_OK) return NULL;
-    return record_saved(c, "attention_qkv", bw_attention_qkv, o, &qkv, 1, &sv, sizeof sv) ? o : NULL;
+    return tt__cu_record_saved(c, "attention_qkv", bw_attention_qkv, o, &qkv, 1, &sv, sizeof sv) ? o : NULL;
 }
 
 /* ---- SiLU, element-wise product (same shapes), RoPE: the Llama ops ---- */
@@ -657,7 +660,7 @@ tt_tensor *tt__cu_scale(tt_ctx *c, tt_tensor *x, double a) {
     const float af = (float)a;
     tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, x->shape);
     if (!o || tcu_scale(F(o), false, F(x), af, tt_numel(x)) != TL_OK) return NULL;
-    return record_saved(c, "scale", bw_scale, o, &x, 1, &af, sizeof af) ? o : NULL;
+    return tt__cu_record_saved(c, "scale", bw_scale, o, &x, 1, &af, sizeof af) ? o : NULL;
 }
 
 static tl_status bw_mul(tt_ctx *c, tt_node *n, const tt_tensor *g) {
@@ -735,5 +738,5 @@ tt_tensor *tt__cu_rope(tt_ctx *c, tt_tensor *x, int64_t pos0, double theta) {
     free(h);
     if (s || tcu_rope(F(o), false, F(x), F(cs), tt_numel(x) / D, T, H, D, 1) != TL_OK) return NULL;
     const rope_saved sv = {.cs = cs};
-    return record_saved(c, "rope", bw_rope_cu, o, &x, 1, &sv, sizeof sv) ? o : NULL;
+    return tt__cu_record_saved(c, "rope", bw_rope_cu, o, &x, 1, &sv, sizeof sv) ? o : NULL;
 }

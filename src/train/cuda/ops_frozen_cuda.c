@@ -4,7 +4,6 @@
  * context's matmul precision, so a forward and its backward see the same
  * values; the scratch goes back to the pool once the work is queued.
  * Owns: nothing. Calls: train internals, train/cuda/tcu. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "train/cuda/tcu.h"
@@ -16,20 +15,15 @@ typedef struct frozen_saved {
     int mode;
 } frozen_saved;
 
-/* *w: W as f32 [n_out, n_in] in pool scratch of *nbytes, followed by
- * lin_bytes for the linear's own scratch. */
-static tl_status dequant_scratch(tt_ctx *c, const frozen_saved *f, size_t lin_bytes, float **w, size_t *nbytes) {
-    *nbytes = (size_t)f->n_out * (size_t)f->n_in * sizeof(float) + 256 + lin_bytes;
+/* *w: W as f32 [n_out, n_in] in pool scratch of *nbytes, followed (at
+ * after_w) by the linear's own scratch of M rows, forward or backward. */
+static tl_status dequant_scratch(tt_ctx *c, const frozen_saved *f, int64_t M, bool bwd, float **w, size_t *nbytes) {
+    *nbytes = (size_t)f->n_out * (size_t)f->n_in * sizeof(float) + 256 +
+              tt__cu_linear_scratch(f->mode, M, f->n_out, f->n_in, bwd);
     if (!(*w = tt__pool_take(c, TT_CUDA, *nbytes))) return TL_ERR_NOMEM;
     tl_status s = tcu_frozen_dequant(f->w, *w);
     if (s) tt__pool_put(c, TT_CUDA, *w, *nbytes);
     return s;
-}
-
-/* the linear's scratch: its padding and, in BF16, copies of x, g and W */
-static size_t lin_scratch(const frozen_saved *f, int64_t M) {
-    const size_t bf = f->mode == TT_MM_BF16 ? (size_t)(M * f->n_in + M * f->n_out + f->n_out * f->n_in + 192) * 2 : 0;
-    return tcu_linear_pad_bytes(M, f->n_out, f->n_in) + bf + 256;
 }
 
 static void *after_w(float *w, const frozen_saved *f) {
@@ -45,10 +39,9 @@ static tl_status bw_frozen_cu(tt_ctx *c, tt_node *n, const tt_tensor *g) {
     tt_tensor *gc = tt__contig(c, (tt_tensor *)g);
     if (!gx || !gc) return TL_ERR_NOMEM;
     const int64_t M = tt_numel(x) / f->n_in;
-    const size_t lin = lin_scratch(f, M);
     size_t nb;
     float *w;
-    tl_status s = dequant_scratch(c, f, lin, &w, &nb);
+    tl_status s = dequant_scratch(c, f, M, true, &w, &nb);
     if (s) return s;
     s = tcu_linear_bwd(tt_data(gx), !fresh, NULL, false, NULL, tt_data(gc), NULL, w, M, f->n_out, f->n_in, f->mode,
                        after_w(w, f));
@@ -65,22 +58,11 @@ tt_tensor *tt__cu_linear_frozen(tt_ctx *c, tt_tensor *x, struct tcu_frozen *wt, 
     memcpy(sh, x->shape, sizeof sh);
     sh[x->ndim - 1] = n_out;
     tt_tensor *o = tt__temp_on(c, TT_CUDA, TT_F32, x->ndim, sh);
-    if (!o) return NULL;
-    const size_t lin = lin_scratch(&f, M);
     size_t nb;
     float *w;
-    if (dequant_scratch(c, &f, lin, &w, &nb)) return NULL;
+    if (!o || dequant_scratch(c, &f, M, false, &w, &nb)) return NULL;
     tl_status s = tcu_linear_fwd(tt_data(o), tt_data(x), w, NULL, M, n_out, n_in, f.mode, after_w(w, &f));
     tt__pool_put(c, TT_CUDA, w, nb);
     if (s) return NULL;
-    if (!tt__needs_grad(c, &x, 1)) return o;
-    tt_node *n = tt__record(c, "linear_frozen", bw_frozen_cu, o, &x, 1);
-    frozen_saved *sv = n ? malloc(sizeof *sv) : NULL;
-    if (!sv) {
-        if (n) tl_err(TL_ERR_NOMEM, "train: out of memory");
-        return NULL;
-    }
-    *sv = f;
-    n->extra = sv;
-    return o;
+    return tt__cu_record_saved(c, "linear_frozen", bw_frozen_cu, o, &x, 1, &f, sizeof f) ? o : NULL;
 }

@@ -254,16 +254,52 @@ static const void *at(const void *p, int64_t n, const mm_args &a) {
 }
 
 /* Grouped-query heads: query head h of batch b reads kv head h / rep, so
- * with G = BH / rep kv heads, query head g * rep + r pairs with kv head g:
- * one strided batch of G matmuls per r, q/p/o strides rep times the kv
- * ones. BF16 mode: the matmul operands are bf16 copies in scratch (f32
- * results). */
+ * with G = BH / rep kv heads (base.batch), query head g * rep + r pairs
+ * with kv head g: one strided batch of G matmuls per r, query-side ([T, D]
+ * per head) and score-side ([T, T]) strides rep times the kv ones. These
+ * three are the shapes attention's matmuls take for the r-th head of each
+ * group; BF16 mode: the operands are bf16 copies in scratch (f32 results). */
+
+/* S_r^T [T, T] = alpha KV . X_r^T (scores, dP) */
+static tl_status mm_scores(tcu_state *s, mm_args a, const void *kv, const void *x, float *out, int64_t r, int64_t rep,
+                           int64_t T, int64_t D, float alpha) {
+    a.ta = true;
+    a.m = T, a.n = T, a.k = D;
+    a.A = kv, a.lda = D, a.sA = T * D;
+    a.B = at(x, r * T * D, a), a.ldb = D, a.sB = rep * T * D;
+    a.C = out + r * T * T, a.ldc = T, a.sC = rep * T * T;
+    a.alpha = alpha;
+    return lt_mm(s, a);
+}
+
+/* Y_r^T [D, T] = KV^T . P_r^T (the output, dQ) */
+static tl_status mm_apply(tcu_state *s, mm_args a, const void *kv, const void *pr, float *out, int64_t r, int64_t rep,
+                          int64_t T, int64_t D) {
+    a.m = D, a.n = T, a.k = T;
+    a.A = kv, a.lda = D, a.sA = T * D;
+    a.B = at(pr, r * T * T, a), a.ldb = T, a.sB = rep * T * T;
+    a.C = out + r * T * D, a.ldc = D, a.sC = rep * T * D;
+    return lt_mm(s, a);
+}
+
+/* dKV^T [D, T] (r ? += : =) X_r^T . P_r (dV, dK: the group's heads add in order) */
+static tl_status mm_kv_grad(tcu_state *s, mm_args a, const void *x, const void *pr, float *out, int64_t r,
+                            int64_t rep, int64_t T, int64_t D) {
+    a.tb = true;
+    a.m = D, a.n = T, a.k = T;
+    a.A = at(x, r * T * D, a), a.lda = D, a.sA = rep * T * D;
+    a.B = at(pr, r * T * T, a), a.ldb = T, a.sB = rep * T * T;
+    a.C = out, a.ldc = D, a.sC = T * D;
+    a.beta = r ? 1.f : 0.f;
+    return lt_mm(s, a);
+}
+
 extern "C" tl_status tcu_attn_fwd(float *o, float *p, const float *q, const float *k, const float *v, int64_t BH,
                                   int64_t rep, int64_t T, int64_t D, float scale, bool causal, int mode,
                                   void *scratch) {
     TCU_STATE(s);
-    tl_status st;
-    const int64_t nq = BH * T * D, nkv = nq / rep, np = BH * T * T, TD = T * D, TT = T * T;
+    tl_status st = TL_OK;
+    const int64_t nq = BH * T * D, nkv = nq / rep, np = BH * T * T;
     const void *qa = q, *ka = k, *va = v;
     if (mode == TCU_MM_BF16) {
         qa = as_bf16(s, &scratch, q, nq);
@@ -272,38 +308,20 @@ extern "C" tl_status tcu_attn_fwd(float *o, float *p, const float *q, const floa
     }
     mm_args base = mm0(mode);
     base.batch = (int)(BH / rep);
-    for (int64_t r = 0; r < rep; r++) { /* S^T = K . Q^T per head, scaled: S [T, T] row-major */
-        mm_args a = base;
-        a.ta = true;
-        a.m = T, a.n = T, a.k = D;
-        a.A = ka, a.lda = D, a.sA = TD;
-        a.B = at(qa, r * TD, a), a.ldb = D, a.sB = rep * TD;
-        a.C = p + r * TT, a.ldc = T, a.sC = rep * TT;
-        a.alpha = scale;
-        if ((st = lt_mm(s, a)) != TL_OK) return st;
-    }
-    if ((st = tcu_softmax_rows(p, BH * T, T, causal)) != TL_OK) return st;
+    for (int64_t r = 0; r < rep && !st; r++) st = mm_scores(s, base, ka, qa, p, r, rep, T, D, scale);
+    if (!st) st = tcu_softmax_rows(p, BH * T, T, causal);
     const void *pa = p;
-    if (mode == TCU_MM_BF16) pa = as_bf16(s, &scratch, p, np);
-    for (int64_t r = 0; r < rep; r++) { /* O^T [D, T] = V^T . P^T */
-        mm_args b = base;
-        b.m = D, b.n = T, b.k = T;
-        b.A = va, b.lda = D, b.sA = TD;
-        b.B = at(pa, r * TT, b), b.ldb = T, b.sB = rep * TT;
-        b.C = o + r * TD, b.ldc = D, b.sC = rep * TD;
-        if ((st = lt_mm(s, b)) != TL_OK) return st;
-    }
-    return TL_OK;
+    if (!st && mode == TCU_MM_BF16) pa = as_bf16(s, &scratch, p, np);
+    for (int64_t r = 0; r < rep && !st; r++) st = mm_apply(s, base, va, pa, o, r, rep, T, D);
+    return st;
 }
 
-/* dk/dv sum over the rep query heads of their group: the first r writes,
- * the others add. */
 extern "C" tl_status tcu_attn_bwd(float *dq, float *dk, float *dv, float *dp, const float *go, const float *p,
                                   const float *q, const float *k, const float *v, int64_t BH, int64_t rep, int64_t T,
                                   int64_t D, float scale, int mode, void *scratch) {
     TCU_STATE(s);
-    tl_status st;
-    const int64_t nq = BH * T * D, nkv = nq / rep, np = BH * T * T, TD = T * D, TT = T * T;
+    tl_status st = TL_OK;
+    const int64_t nq = BH * T * D, nkv = nq / rep, np = BH * T * T;
     const void *qa = q, *ka = k, *va = v, *ga = go, *pa = p;
     void *pscr = NULL;
     if (mode == TCU_MM_BF16) {
@@ -316,48 +334,19 @@ extern "C" tl_status tcu_attn_bwd(float *dq, float *dk, float *dv, float *dp, co
     }
     mm_args base = mm0(mode);
     base.batch = (int)(BH / rep);
-    for (int64_t r = 0; r < rep; r++) {
-        /* dP [T, T] = dO . V^T:  dP^T = V . dO^T */
-        mm_args a = base;
-        a.ta = true;
-        a.m = T, a.n = T, a.k = D;
-        a.A = va, a.lda = D, a.sA = TD;
-        a.B = at(ga, r * TD, a), a.ldb = D, a.sB = rep * TD;
-        a.C = dp + r * TT, a.ldc = T, a.sC = rep * TT;
-        if ((st = lt_mm(s, a)) != TL_OK) return st;
-        /* dV [T, D] += P^T . dO:  dV^T = dO^T . P */
-        a = base;
-        a.tb = true;
-        a.m = D, a.n = T, a.k = T;
-        a.A = at(ga, r * TD, a), a.lda = D, a.sA = rep * TD;
-        a.B = at(pa, r * TT, a), a.ldb = T, a.sB = rep * TT;
-        a.C = dv, a.ldc = D, a.sC = TD;
-        a.beta = r ? 1.f : 0.f;
-        if ((st = lt_mm(s, a)) != TL_OK) return st;
+    for (int64_t r = 0; r < rep && !st; r++) { /* dP = dO . V^T; dV += P^T . dO */
+        st = mm_scores(s, base, va, ga, dp, r, rep, T, D, 1.f);
+        if (!st) st = mm_kv_grad(s, base, ga, pa, dv, r, rep, T, D);
     }
-    if ((st = tcu_softmax_rows_bwd(dp, p, BH * T, T, scale)) != TL_OK) return st;
+    if (!st) st = tcu_softmax_rows_bwd(dp, p, BH * T, T, scale);
     const void *dsa = dp;
-    if (mode == TCU_MM_BF16) { /* dS in bf16 over P's bf16 copy (dV, its reader, is queued before) */
+    if (!st && mode == TCU_MM_BF16) { /* dS in bf16 over P's bf16 copy (dV, its reader, is queued before) */
         void *sc = pscr;
         dsa = as_bf16(s, &sc, dp, np);
     }
-    for (int64_t r = 0; r < rep; r++) {
-        /* dQ [T, D] = dS . K:  dQ^T = K^T . dS^T */
-        mm_args a = base;
-        a.m = D, a.n = T, a.k = T;
-        a.A = ka, a.lda = D, a.sA = TD;
-        a.B = at(dsa, r * TT, a), a.ldb = T, a.sB = rep * TT;
-        a.C = dq + r * TD, a.ldc = D, a.sC = rep * TD;
-        if ((st = lt_mm(s, a)) != TL_OK) return st;
-        /* dK [T, D] += dS^T . Q:  dK^T = Q^T . dS */
-        a = base;
-        a.tb = true;
-        a.m = D, a.n = T, a.k = T;
-        a.A = at(qa, r * TD, a), a.lda = D, a.sA = rep * TD;
-        a.B = at(dsa, r * TT, a), a.ldb = T, a.sB = rep * TT;
-        a.C = dk, a.ldc = D, a.sC = TD;
-        a.beta = r ? 1.f : 0.f;
-        if ((st = lt_mm(s, a)) != TL_OK) return st;
+    for (int64_t r = 0; r < rep && !st; r++) { /* dQ = dS . K; dK += dS^T . Q */
+        st = mm_apply(s, base, ka, dsa, dq, r, rep, T, D);
+        if (!st) st = mm_kv_grad(s, base, qa, dsa, dk, r, rep, T, D);
     }
-    return TL_OK;
+    return st;
 }
